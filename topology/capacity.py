@@ -1,0 +1,33 @@
+"""Node x resource integer matrices: allocatable, used by bound pods, reserved by plans, and free."""
+from __future__ import annotations
+
+import numpy as np
+
+
+class Capacity:
+    """free = allocatable - used - reserved, kept up to date row by row (no rebuild on pod events)."""
+
+    def __init__(self, allocatable: np.ndarray):
+        self.allocatable = np.asarray(allocatable, dtype=np.int64)
+        self.used = np.zeros_like(self.allocatable)
+        self.reserved = np.zeros_like(self.allocatable)
+        self.free = self.allocatable.copy()
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.allocatable.shape
+
+    def use(self, node: int, request: np.ndarray, sign: int = 1) -> None:
+        self.used[node] += sign * request
+        self.free[node] -= sign * request
+
+    def reserve(self, node: int, request: np.ndarray, sign: int = 1) -> None:
+        self.reserved[node] += sign * request
+        self.free[node] -= sign * request
+
+    def snapshot(self) -> np.ndarray:
+        """A private copy of the free matrix for what-if planning."""
+        return self.free.copy()
+
+    def nbytes(self) -> int:
+        return self.allocatable.nbytes + self.used.nbytes + self.reserved.nbytes + self.free.nbytes

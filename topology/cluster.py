@@ -1,0 +1,152 @@
+"""The cluster model: nodes, capacity matrices, topology trees, bound pods and plan reservations."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from .capacity import Capacity
+from .nodes import NodeInfo, PodPlacementRules
+from .objects import ClusterObjects
+from .resources import ResourceIndex, pod_requests
+from .sources import build_trees
+from .tree import TopologyTree
+
+TERMINATED_PHASES = ("Succeeded", "Failed")
+
+
+def pod_key(pod: Mapping) -> str:
+    metadata = pod.get("metadata") or {}
+    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name') or metadata.get('generateName', '')}"
+
+
+def is_bound_and_running(pod: Mapping) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName")) and \
+        (pod.get("status") or {}).get("phase") not in TERMINATED_PHASES
+
+
+@dataclass(frozen=True)
+class Usage:
+    node: int
+    request: np.ndarray
+
+
+class Cluster:
+    """Nodes in a fixed order with their matrices and trees. Pod and reservation changes are
+    incremental; node set or label changes need a new Cluster (see `rebuilt`)."""
+
+    def __init__(self, nodes: Iterable[NodeInfo], topology_objects: Iterable[Mapping] = ()):
+        self.nodes: list[NodeInfo] = sorted(nodes, key=lambda n: n.name)
+        self.node_index = {node.name: i for i, node in enumerate(self.nodes)}
+        self.node_names = [node.name for node in self.nodes]
+        self.resources = ResourceIndex(name for node in self.nodes for name in node.allocatable)
+        allocatable = np.array([self.resources.vector(n.allocatable) for n in self.nodes], dtype=np.int64)
+        self.capacity = Capacity(allocatable.reshape(len(self.nodes), len(self.resources)))
+        self.topology_objects = list(topology_objects)
+        self.topologies, self.topology_errors = build_trees(self.topology_objects, self.nodes)
+        self.pods: dict[str, Usage] = {}
+        self.reservations: dict[str, Usage] = {}
+        self._base_usable = self._compute_base_usable()
+
+    @classmethod
+    def from_objects(cls, objects: ClusterObjects) -> "Cluster":
+        cluster = cls((NodeInfo.from_object(n) for n in objects.nodes), objects.topologies)
+        for pod in objects.pods:
+            cluster.add_pod(pod)
+        return cluster
+
+    def rebuilt(self, nodes: Iterable[NodeInfo] | None = None,
+                topology_objects: Iterable[Mapping] | None = None) -> "Cluster":
+        """A new Cluster with other nodes or topologies, carrying over pods and reservations by node name."""
+        fresh = Cluster(self.nodes if nodes is None else nodes,
+                        self.topology_objects if topology_objects is None else topology_objects)
+        for key, usage in self.pods.items():
+            fresh._carry(fresh.pods, key, self.node_names[usage.node], self.resources.as_dict(usage.request),
+                         fresh.capacity.use)
+        for key, usage in self.reservations.items():
+            fresh._carry(fresh.reservations, key, self.node_names[usage.node],
+                         self.resources.as_dict(usage.request), fresh.capacity.reserve)
+        return fresh
+
+    def _carry(self, table: dict, key: str, node_name: str, amounts: dict, apply) -> None:
+        node = self.node_index.get(node_name)
+        if node is not None:
+            request = self.resources.vector(amounts)
+            table[key] = Usage(node, request)
+            apply(node, request)
+
+    # --- pods ------------------------------------------------------------------------------------
+    def add_pod(self, pod: Mapping) -> bool:
+        """Account a bound, non-terminated pod (replacing an earlier version of it). False if it uses nothing."""
+        key = pod_key(pod)
+        self.remove_pod(key)
+        if not is_bound_and_running(pod):
+            return False
+        node = self.node_index.get(pod["spec"]["nodeName"])
+        if node is None:
+            return False
+        request = self.resources.vector(pod_requests(pod["spec"]))
+        self.pods[key] = Usage(node, request)
+        self.capacity.use(node, request)
+        return True
+
+    def remove_pod(self, key: str) -> None:
+        usage = self.pods.pop(key, None)
+        if usage is not None:
+            self.capacity.use(usage.node, usage.request, sign=-1)
+
+    # --- reservations held by plans -----------------------------------------------------------------
+    def reserve(self, key: str, node: int, request: np.ndarray) -> None:
+        self.release(key)
+        self.reservations[key] = Usage(node, np.asarray(request, dtype=np.int64))
+        self.capacity.reserve(node, request)
+
+    def release(self, key: str) -> None:
+        usage = self.reservations.pop(key, None)
+        if usage is not None:
+            self.capacity.reserve(usage.node, usage.request, sign=-1)
+
+    # --- nodes ----------------------------------------------------------------------------------
+    def update_node_status(self, node: NodeInfo) -> bool:
+        """Apply readiness / taint / cordon changes in place. False when labels or allocatable changed,
+        which needs `rebuilt`."""
+        index = self.node_index.get(node.name)
+        if index is None:
+            return False
+        old = self.nodes[index]
+        if old.labels != node.labels or old.allocatable != node.allocatable:
+            return False
+        self.nodes[index] = node
+        self._base_usable[index] = self._node_plainly_usable(node)
+        return True
+
+    @staticmethod
+    def _node_plainly_usable(node: NodeInfo) -> bool:
+        return node.ready and not node.unschedulable and not node.taints
+
+    def _compute_base_usable(self) -> np.ndarray:
+        return np.fromiter((self._node_plainly_usable(n) for n in self.nodes), dtype=bool, count=len(self.nodes))
+
+    def usable(self, rules: PodPlacementRules) -> np.ndarray:
+        """Nodes a pod with these rules may use. Only nodes with taints, or all nodes when the pod has
+        selectors, are checked one by one; the rest come from a precomputed mask."""
+        if not rules.node_selector and not (rules.spec.get("affinity") or {}).get("nodeAffinity"):
+            mask = self._base_usable.copy()
+            for i in np.flatnonzero(~mask):
+                mask[i] = rules.allows(self.nodes[i]) is None
+            return mask
+        return np.fromiter((rules.allows(n) is None for n in self.nodes), dtype=bool, count=len(self.nodes))
+
+    # --- views ----------------------------------------------------------------------------------
+    @property
+    def free(self) -> np.ndarray:
+        return self.capacity.free
+
+    def topology(self, name: str) -> TopologyTree:
+        if name in self.topologies:
+            return self.topologies[name]
+        if name in self.topology_errors:
+            raise KeyError(f"topology {name!r} is invalid: {self.topology_errors[name]}")
+        valid = ", ".join(sorted(self.topologies)) or "none defined"
+        raise KeyError(f"unknown topology {name!r}; valid topologies: {valid}")

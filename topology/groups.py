@@ -1,0 +1,104 @@
+"""The group tree the grouper builds and the planner places.
+
+root (the gang: a workload or PodGroup) -> groups (replica types, PodGroup SubGroups) -> ... -> leaves
+that own pod slots (role, index). Segments are leaves with `segment` set. Levels are written as users
+wrote them (label, alias or tier name) and resolved against the topology by the planner.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, order=True)
+class Slot:
+    """One pod of a gang: its role (replica type, lowercased) and its index within the role."""
+
+    role: str
+    index: int
+
+    def __str__(self) -> str:
+        return f"{self.role}-{self.index}"
+
+
+@dataclass
+class RoleSpec:
+    """A set of identical pods (a replica type, or the pods of one PodGroup SubGroup)."""
+
+    name: str
+    replicas: int
+    pod_spec: Mapping = field(default_factory=dict)   # pod template spec: requests, tolerations, selectors
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    role: str
+    index: int            # segment index within the role
+    size: int             # the configured segment size S (the last segment may hold fewer pods)
+    count: int            # number of segments of the role
+
+
+@dataclass
+class Group:
+    name: str
+    children: list["Group"] = field(default_factory=list)
+    slots: list[Slot] = field(default_factory=list)          # leaves only
+    min_member: int | None = None       # leaf: pods that must be placed (None = all); inner: pods of the subtree
+    min_subgroup: int | None = None     # inner: children that must be satisfied (None = all)
+    required_level: str | None = None
+    preferred_level: str | None = None
+    exclusive: bool = False             # no other gang may use the required domain
+    segment: SegmentInfo | None = None
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    def walk(self) -> Iterator["Group"]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def all_slots(self) -> list[Slot]:
+        return [slot for group in self.walk() for slot in group.slots]
+
+    def leaf_min(self) -> int:
+        return len(self.slots) if self.min_member is None else min(self.min_member, len(self.slots))
+
+
+@dataclass
+class GroupTree:
+    """A gang: what the planner places as one unit."""
+
+    namespace: str
+    name: str                            # the PodGroup name, unique per namespace
+    kind: str                            # workload kind (Job, PyTorchJob, ..., PodGroup)
+    root: Group
+    roles: dict[str, RoleSpec] = field(default_factory=dict)
+    topology: str | None = None
+    strategy: str | None = None          # per-workload override of binpack / spread
+    priority: int = 0
+    preemption_policy: str = "PreemptLowerPriority"
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def groups(self) -> Iterator[Group]:
+        return self.root.walk()
+
+    def group(self, name: str) -> Group:
+        for group in self.groups():
+            if group.name == name:
+                return group
+        raise KeyError(name)
+
+    def leaf_of(self, slot: Slot) -> Group:
+        for group in self.groups():
+            if slot in group.slots:
+                return group
+        raise KeyError(str(slot))
+
+    def slots(self) -> list[Slot]:
+        return self.root.all_slots()

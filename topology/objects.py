@@ -1,0 +1,85 @@
+"""Kubernetes objects from YAML or JSON text: a `kind: List`, multi-document YAML, or one object."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import yaml
+
+TOPOLOGY_KINDS = {
+    ("kai.scheduler", "Topology"),
+    ("kueue.x-k8s.io", "Topology"),
+    ("topology.volcano.sh", "HyperNode"),
+}
+
+
+class ObjectsError(ValueError):
+    """Text that does not hold Kubernetes objects."""
+
+
+def parse_objects(text: str) -> list[dict]:
+    """Every object in the text, with `kind: List` / `*List` wrappers flattened."""
+    stripped = text.lstrip()
+    try:
+        if stripped.startswith(("{", "[")):
+            documents: Iterable = [json.loads(text)]
+        else:
+            documents = list(yaml.safe_load_all(text))
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        raise ObjectsError(f"not valid YAML or JSON: {err}") from err
+    return list(_flatten(documents))
+
+
+def _flatten(documents: Iterable) -> Iterator[dict]:
+    for doc in documents:
+        if doc is None:
+            continue
+        if isinstance(doc, list):
+            yield from _flatten(doc)
+        elif not isinstance(doc, dict):
+            raise ObjectsError(f"expected a Kubernetes object (a mapping), got {type(doc).__name__}")
+        elif str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+            yield from _flatten(doc["items"])
+        elif "kind" not in doc:
+            raise ObjectsError(f"object without 'kind': {json.dumps(doc)[:120]}")
+        else:
+            yield doc
+
+
+def api_group(obj: dict) -> str:
+    api_version = obj.get("apiVersion", "") or ""
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def is_topology(obj: dict) -> bool:
+    return (api_group(obj), obj.get("kind")) in TOPOLOGY_KINDS
+
+
+@dataclass
+class ClusterObjects:
+    """Objects sorted by what the cluster model does with them."""
+
+    nodes: list[dict] = field(default_factory=list)
+    pods: list[dict] = field(default_factory=list)
+    topologies: list[dict] = field(default_factory=list)
+    other: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[dict]) -> "ClusterObjects":
+        sorted_objects = cls()
+        for obj in objects:
+            kind = obj.get("kind")
+            if kind == "Node":
+                sorted_objects.nodes.append(obj)
+            elif kind == "Pod":
+                sorted_objects.pods.append(obj)
+            elif is_topology(obj):
+                sorted_objects.topologies.append(obj)
+            else:
+                sorted_objects.other.append(obj)
+        return sorted_objects
+
+    @classmethod
+    def from_text(cls, text: str) -> "ClusterObjects":
+        return cls.from_objects(parse_objects(text))

@@ -1,0 +1,47 @@
+"""What the planner is given and what it answers. The algorithm lives in topology/planner/."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .groups import GroupTree, Slot
+from .resources import ResourceIndex
+from .tree import TopologyTree
+
+STRATEGIES = ("binpack", "spread")
+
+
+@dataclass
+class PlanInput:
+    tree: GroupTree
+    topology: TopologyTree | None          # None: a plain gang without topology constraints
+    free: np.ndarray                       # node x resource free capacity (a private snapshot)
+    resources: ResourceIndex
+    node_names: list[str]
+    requests: dict[str, np.ndarray]        # role -> request row
+    usable: dict[str, np.ndarray]          # role -> bool mask over nodes
+    bound: dict[Slot, int] = field(default_factory=dict)     # slots already running -> node index
+    strategy: str = "binpack"
+    # Per level, a bool mask over domains that hold pods of other gangs (for exclusive placement).
+    occupied: list[np.ndarray] | None = None
+    excluded: dict[str, int] = field(default_factory=dict)   # reason -> nodes excluded (for refusals)
+
+
+@dataclass
+class GroupPlacement:
+    group: str
+    level: str | None = None               # the level name the group is confined to (None: unconstrained)
+    domain: str | None = None              # domain id (path of values) at that level
+    spans: dict[str, int] = field(default_factory=dict)     # level name -> domains used at that level
+
+
+@dataclass
+class Plan:
+    placed: bool
+    slots: dict[Slot, int] = field(default_factory=dict)     # slot -> node index
+    groups: dict[str, GroupPlacement] = field(default_factory=dict)
+    reason: str = ""                       # why not placed (or why elastic pods were left out)
+    unplaced: list[Slot] = field(default_factory=list)        # elastic slots that did not fit
+    rank: tuple = ()
+    details: dict = field(default_factory=dict)

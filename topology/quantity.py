@@ -1,0 +1,67 @@
+"""Kubernetes resource quantities, parsed exactly as apimachinery's resource.Quantity does.
+
+cpu is counted in millicores, every other resource in whole units (bytes for memory),
+both rounded up like Quantity.MilliValue() / Quantity.Value().
+"""
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
+    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
+    "P": Fraction(10**15), "E": Fraction(10**18),
+}
+_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)$")
+_EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
+
+VALID_SUFFIXES = "Ki Mi Gi Ti Pi Ei n u m k M G T P E, or an exponent such as e3"
+
+
+class QuantityError(ValueError):
+    """A quantity string that Kubernetes would reject."""
+
+
+def parse_quantity(text: str | int | float) -> Fraction:
+    """The exact value of a quantity such as '500m', '1.5', '16Gi', '1e3'."""
+    if isinstance(text, bool):
+        raise QuantityError(f"quantity {text!r} is not a number")
+    if isinstance(text, int):
+        return Fraction(text)
+    if isinstance(text, float):
+        return Fraction(str(text))
+    match = _QUANTITY.match(str(text).strip())
+    if not match:
+        raise QuantityError(f"quantity {text!r} is not a number with an optional suffix ({VALID_SUFFIXES})")
+    number, suffix = match.groups()
+    value = Fraction(number)
+    if suffix in _BINARY:
+        return value * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return value * _DECIMAL[suffix]
+    exponent = _EXPONENT.match(suffix)
+    if exponent:
+        return value * Fraction(10) ** int(exponent.group(1))
+    raise QuantityError(f"quantity {text!r} has unknown suffix {suffix!r}; valid: {VALID_SUFFIXES}")
+
+
+def resource_units(resource: str, quantity: str | int | float) -> int:
+    """Integer amount in the unit the capacity matrices use: millicores for cpu, whole units otherwise."""
+    value = parse_quantity(quantity)
+    if resource == "cpu":
+        value *= 1000
+    return math.ceil(value)
+
+
+def format_units(resource: str, units: int) -> str:
+    """Human form of an amount from the matrices (for explanations and the debug API)."""
+    if resource == "cpu":
+        return f"{units}m" if units % 1000 else str(units // 1000)
+    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if units and units % size == 0:
+                return f"{units // size}{suffix}"
+    return str(units)

@@ -1,0 +1,158 @@
+"""Topology objects (KAI, Kueue, Volcano HyperNode) as domain trees over one node list."""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from .nodes import NodeInfo, _expression_matches
+from .objects import api_group
+from .tree import HOSTNAME_LABEL, Level, LevelError, TopologyTree
+
+VOLCANO_TOPOLOGY_NAME = "volcano"
+
+
+class TopologyError(ValueError):
+    """A Topology or HyperNode object that cannot become a tree."""
+
+
+def label_levels(obj: Mapping) -> list[Level]:
+    """Levels of a KAI or Kueue Topology: spec.levels[].nodeLabel with an optional alias."""
+    name = (obj.get("metadata") or {}).get("name", "?")
+    levels = (obj.get("spec") or {}).get("levels") or []
+    if not levels:
+        raise TopologyError(f"Topology {name!r}: spec.levels must list at least one level with a nodeLabel")
+    result = []
+    for i, level in enumerate(levels):
+        label = (level or {}).get("nodeLabel")
+        if not label:
+            raise TopologyError(f"Topology {name!r}: spec.levels[{i}].nodeLabel is required")
+        result.append(Level(label, level.get("alias")))
+    keys = [level.key for level in result]
+    if len(set(keys)) != len(keys):
+        raise TopologyError(f"Topology {name!r}: spec.levels repeat a nodeLabel: {keys}")
+    return result
+
+
+def label_paths(nodes: Sequence[NodeInfo], levels: Sequence[Level]) -> tuple[list, dict[str, str]]:
+    """Each node's label values along the levels, or None (with the reason) when one is missing."""
+    paths: list = []
+    excluded: dict[str, str] = {}
+    for node in nodes:
+        labels = node.labels
+        if HOSTNAME_LABEL not in labels:
+            labels = {**labels, HOSTNAME_LABEL: node.name}
+        missing = [level.key for level in levels if level.key not in labels]
+        if missing:
+            excluded[node.name] = f"missing level label {missing[0]}"
+            paths.append(None)
+        else:
+            paths.append(tuple(labels[level.key] for level in levels))
+    return paths, excluded
+
+
+def tree_from_labels(obj: Mapping, nodes: Sequence[NodeInfo]) -> TopologyTree:
+    levels = label_levels(obj)
+    paths, excluded = label_paths(nodes, levels)
+    source = f"{obj.get('apiVersion')}/{obj.get('kind')}"
+    return TopologyTree(obj["metadata"]["name"], source, levels, [n.name for n in nodes], paths, excluded)
+
+
+# --- Volcano HyperNodes ---------------------------------------------------------------------------
+
+def _selector_matches(selector: Mapping, name: str, labels: Mapping[str, str]) -> bool:
+    if "exactMatch" in selector:
+        return (selector["exactMatch"] or {}).get("name") == name
+    if "regexMatch" in selector:
+        pattern = (selector["regexMatch"] or {}).get("pattern") or ""
+        return bool(pattern) and re.search(pattern, name) is not None
+    if "labelMatch" in selector:
+        match = selector["labelMatch"] or {}
+        return (all(labels.get(k) == v for k, v in (match.get("matchLabels") or {}).items())
+                and all(_expression_matches(labels, e) for e in match.get("matchExpressions") or []))
+    return False
+
+
+def _tier(obj: Mapping) -> int:
+    spec = obj.get("spec") or {}
+    try:
+        return int(spec.get("tier"))
+    except (TypeError, ValueError):
+        raise TopologyError(f"HyperNode {obj['metadata']['name']!r}: spec.tier must be an integer >= 1, "
+                            f"got {spec.get('tier')!r}") from None
+
+
+def tree_from_hypernodes(hypernodes: Sequence[Mapping], nodes: Sequence[NodeInfo],
+                         name: str = VOLCANO_TOPOLOGY_NAME) -> TopologyTree:
+    """All HyperNodes form one forest; levels are the tiers, highest (coarsest) first."""
+    by_name = {hn["metadata"]["name"]: hn for hn in hypernodes}
+    tier = {hn_name: _tier(hn) for hn_name, hn in by_name.items()}
+    parent_of: dict[str, str] = {}          # hypernode or node name -> the hypernode holding it
+    for hn_name in sorted(by_name, key=lambda n: (tier[n], n)):
+        for member in (by_name[hn_name].get("spec") or {}).get("members") or []:
+            selector = member.get("selector") or {}
+            if member.get("type") == "HyperNode":
+                for child in by_name:
+                    if child != hn_name and _selector_matches(selector, child, {}):
+                        parent_of.setdefault("hn:" + child, hn_name)
+            else:
+                for node in nodes:
+                    if _selector_matches(selector, node.name, node.labels):
+                        parent_of.setdefault("node:" + node.name, hn_name)
+    tiers = sorted(set(tier.values()), reverse=True)
+    tier_names = {t: _tier_name(by_name, tier, t) for t in tiers}
+    levels = [Level(f"tier-{t}", tier_names[t]) for t in tiers]
+    paths: list = []
+    excluded: dict[str, str] = {}
+    for node in nodes:
+        chain = _chain(parent_of, "node:" + node.name)
+        if not chain:
+            excluded[node.name] = "in no HyperNode"
+            paths.append(None)
+            continue
+        by_tier = {tier[hn]: hn for hn in chain}
+        path, fill = [], chain[-1]          # a skipped tier repeats the nearest hypernode above it
+        for t in tiers:
+            fill = by_tier.get(t, fill)
+            path.append(fill)
+        paths.append(tuple(path))
+    return TopologyTree(name, "topology.volcano.sh/v1alpha1/HyperNode", levels,
+                        [n.name for n in nodes], paths, excluded)
+
+
+def _chain(parent_of: Mapping[str, str], start: str) -> list[str]:
+    chain: list[str] = []
+    current = parent_of.get(start)
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = parent_of.get("hn:" + current)
+    return chain
+
+
+def _tier_name(by_name: Mapping, tier: Mapping[str, int], t: int) -> str | None:
+    names = {(by_name[n].get("spec") or {}).get("tierName") for n in by_name if tier[n] == t} - {None, ""}
+    return names.pop() if len(names) == 1 else None
+
+
+def build_trees(topology_objects: Sequence[Mapping], nodes: Sequence[NodeInfo]
+                ) -> tuple[dict[str, TopologyTree], dict[str, str]]:
+    """Every topology by name, and the errors of those that could not be built (name -> message)."""
+    trees: dict[str, TopologyTree] = {}
+    errors: dict[str, str] = {}
+    hypernodes = [o for o in topology_objects if o.get("kind") == "HyperNode"]
+    for obj in topology_objects:
+        if obj.get("kind") == "HyperNode":
+            continue
+        name = (obj.get("metadata") or {}).get("name", "")
+        if name in trees:
+            errors[name] = f"Topology {name!r} is defined more than once ({api_group(obj)} and another group)"
+            continue
+        try:
+            trees[name] = tree_from_labels(obj, nodes)
+        except (TopologyError, LevelError, KeyError) as err:
+            errors[name] = str(err)
+    if hypernodes:
+        try:
+            trees[VOLCANO_TOPOLOGY_NAME] = tree_from_hypernodes(hypernodes, nodes)
+        except (TopologyError, LevelError, KeyError) as err:
+            errors[VOLCANO_TOPOLOGY_NAME] = str(err)
+    return trees, errors
