@@ -1,0 +1,51 @@
+"""The latest version of every watched object, by kind, namespace and name (the owner-lookup cache)."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+
+from .ports import EventType, WatchedKind
+
+
+def _key(obj: Mapping) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return metadata.get("namespace") or "", metadata.get("name") or ""
+
+
+class ObjectCache:
+    """Thread-safe store fed by a source; readers get the stored dicts (treat them as read-only)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._objects: dict[str, dict[tuple[str, str], Mapping]] = {}
+
+    def replace(self, kind: WatchedKind, objects: Sequence[Mapping]) -> None:
+        with self._lock:
+            self._objects[kind.kind + "." + kind.group] = {_key(o): o for o in objects}
+
+    def apply(self, kind: WatchedKind, event: EventType, obj: Mapping) -> None:
+        with self._lock:
+            table = self._objects.setdefault(kind.kind + "." + kind.group, {})
+            if event == "DELETED":
+                table.pop(_key(obj), None)
+            else:
+                table[_key(obj)] = obj
+
+    def get(self, kind: str, namespace: str | None, name: str, group: str | None = None) -> Mapping | None:
+        """An object by Kind ("PyTorchJob"), namespace ("" or None for cluster-scoped) and name.
+        With several API groups for one Kind (PodGroup, Topology), `group` picks one; else the first found."""
+        with self._lock:
+            for table_key, table in self._objects.items():
+                table_kind, table_group = table_key.split(".", 1)
+                if table_kind == kind and (group is None or group == table_group):
+                    found = table.get((namespace or "", name))
+                    if found is not None:
+                        return found
+        return None
+
+    def list(self, kind: str, group: str | None = None) -> Iterator[Mapping]:
+        with self._lock:
+            tables = [t for k, t in self._objects.items()
+                      if k.split(".", 1)[0] == kind and (group is None or k.split(".", 1)[1] == group)]
+            items = [o for t in tables for o in t.values()]
+        return iter(items)
