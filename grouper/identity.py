@@ -1,0 +1,183 @@
+"""One pod's place in its gang: role, index, leaf subgroup and segment, read from the labels its
+controller set. The admission webhook injects these into the pod."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from topology.groups import GroupTree, SegmentInfo, Slot
+from topology.tree import TopologyTree
+
+from . import names
+from .errors import GroupingError, describe
+from .kinds import RoleTemplate, WorkloadShape, workload_shape
+from .podgroups import group_podgroup, is_podgroup, leaf_pods, pod_subgroup
+from .segments import segment_of
+from .workloads import group_workload
+
+STATEFULSET_POD_INDEX = "apps.kubernetes.io/pod-index"
+UNINDEXED = -1      # Slot.index of a pod whose role does not number its pods (the pods are interchangeable)
+
+
+@dataclass(frozen=True)
+class PodIdentity:
+    tree: GroupTree
+    gang: str                        # namespace/name of the gang (its PodGroup)
+    podgroup_name: str
+    slot: Slot
+    subgroup: str                    # the leaf group holding the pod ("worker-2")
+    segment: SegmentInfo | None
+    rank: int | None                 # position inside the segment, 0-based
+    topology: str | None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _labels(pod: Mapping) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("labels") or {}
+
+
+def _annotations(pod: Mapping) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("annotations") or {}
+
+
+def _pod_error(pod: Mapping, message: str) -> GroupingError:
+    metadata = pod.get("metadata") or {}
+    name = metadata.get("name") or metadata.get("generateName") or "<unnamed>"
+    return GroupingError(f"Pod {metadata.get('namespace') or 'default'}/{name}: {message}")
+
+
+def _int_label(pod: Mapping, key: str, value) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise _pod_error(pod, f"label {key}={value!r} is invalid; expected a non-negative integer")
+    return number
+
+
+def _role_of(pod: Mapping, workload: Mapping, shape: WorkloadShape) -> RoleTemplate:
+    labels = _labels(pod)
+    if shape.family == "lws":
+        return shape.roles[0] if _lws_worker_index(pod) == 0 else shape.roles[-1]
+    key = {"kubeflow": names.KF_REPLICA_TYPE, "jobset": names.JOBSET_REPLICATED_JOB}.get(shape.family)
+    if key is None or (len(shape.roles) == 1 and key not in labels):
+        return shape.roles[0]
+    value = labels.get(key)
+    role = shape.role(str(value).lower()) if value is not None else None
+    if role is None:
+        valid = ", ".join(role.name for role in shape.roles)
+        raise _pod_error(pod, f"label {key}={value!r} does not name a role of {describe(workload)}; "
+                              f"valid: {valid}")
+    return role
+
+
+def _ordinal(pod: Mapping, prefix: str | None) -> int | None:
+    """A StatefulSet pod's ordinal: its pod-index label, else the number after `prefix-` in its name."""
+    labels = _labels(pod)
+    if labels.get(STATEFULSET_POD_INDEX) is not None:
+        return _int_label(pod, STATEFULSET_POD_INDEX, labels[STATEFULSET_POD_INDEX])
+    name = (pod.get("metadata") or {}).get("name") or ""
+    suffix = name[len(prefix) + 1:] if prefix and name.startswith(prefix + "-") else ""
+    return int(suffix) if suffix.isdigit() else None
+
+
+def _lws_worker_index(pod: Mapping) -> int:
+    """worker-index, set by the LWS pod webhook; when our webhook runs first, a worker's ordinal in its
+    group's StatefulSet (workers carry the leader-name annotation) and 0 for the leader."""
+    value = _labels(pod).get(names.LWS_WORKER_INDEX)
+    if value is not None:
+        return _int_label(pod, names.LWS_WORKER_INDEX, value)
+    leader = _annotations(pod).get(names.LWS_LEADER_NAME)
+    if leader is None:
+        return 0
+    ordinal = _ordinal(pod, leader)
+    if ordinal is None:
+        raise _pod_error(pod, f"label {names.LWS_WORKER_INDEX} is missing and the pod name does not end in "
+                              f"its ordinal")
+    return ordinal
+
+
+def _lws_group_index(pod: Mapping, lws: Mapping) -> int | None:
+    value = _labels(pod).get(names.LWS_GROUP_INDEX)
+    if value is not None:
+        return _int_label(pod, names.LWS_GROUP_INDEX, value)
+    if _annotations(pod).get(names.LWS_LEADER_NAME) is None:      # a leader: its leader-StatefulSet ordinal
+        return _ordinal(pod, (lws.get("metadata") or {}).get("name"))
+    return None
+
+
+def _index_of(pod: Mapping, role: RoleTemplate) -> int | None:
+    if role.index_label is None:
+        return role.index_offset if role.replicas == 1 else None
+    if role.index_label == names.LWS_WORKER_INDEX:
+        return _lws_worker_index(pod)
+    value = _labels(pod).get(role.index_label, _annotations(pod).get(role.index_label))
+    if value is None:
+        if role.replicas == 1:
+            return role.index_offset
+        raise _pod_error(pod, f"label {role.index_label} (the index label of {role.field}) is missing")
+    return _int_label(pod, role.index_label, value)
+
+
+def _pick_tree(pod: Mapping, workload: Mapping, trees: list[GroupTree], shape: WorkloadShape) -> GroupTree:
+    if shape.family != "lws":
+        return trees[0]
+    group = _lws_group_index(pod, workload)
+    if group is None or group >= len(trees):
+        value = _labels(pod).get(names.LWS_GROUP_INDEX)
+        raise _pod_error(pod, f"label {names.LWS_GROUP_INDEX}={value!r} is invalid; expected 0 to {len(trees) - 1} "
+                              f"(the groups of {describe(workload)})")
+    return trees[group]
+
+
+def _workload_identity(pod: Mapping, workload: Mapping, topologies: Mapping[str, TopologyTree] | None,
+                       trees: Sequence[GroupTree] | None = None) -> PodIdentity | None:
+    trees = group_workload(workload, topologies) if trees is None else trees
+    if not trees:
+        return None
+    shape = workload_shape(workload)
+    tree = _pick_tree(pod, workload, trees, shape)
+    role = _role_of(pod, workload, shape)
+    index = _index_of(pod, role)
+    warnings = list(tree.warnings)
+    if index is None:      # interchangeable pods: the role's leaf, no particular slot
+        slot = Slot(role.name, UNINDEXED)
+        return PodIdentity(tree, tree.key, tree.name, slot, role.name, None, None, tree.topology, warnings)
+    slot = Slot(role.name, index)
+    try:
+        leaf = tree.leaf_of(slot)
+    except KeyError:
+        leaf = tree.group(role.name)
+        warnings.append(f"{describe(workload)}: pod {slot} is outside the {role.replicas} {role.name} pods "
+                        f"the workload declares; it joins the {role.name} group without a segment")
+        return PodIdentity(tree, tree.key, tree.name, slot, leaf.name, None, None, tree.topology, warnings)
+    rank = None
+    if leaf.segment is not None:
+        _, rank = segment_of(slot.index - role.index_offset, leaf.segment.size)
+    return PodIdentity(tree, tree.key, tree.name, slot, leaf.name, leaf.segment, rank, tree.topology, warnings)
+
+
+def _podgroup_identity(pod: Mapping, podgroup: Mapping, pods: Sequence[Mapping],
+                       topologies: Mapping[str, TopologyTree] | None) -> PodIdentity:
+    name = (pod.get("metadata") or {}).get("name")
+    everyone = [p for p in pods if (p.get("metadata") or {}).get("name") != name] + [pod]
+    tree = group_podgroup(podgroup, everyone, topologies)
+    leaf = pod_subgroup(pod, podgroup, tree)
+    position = next(i for i, member in enumerate(leaf_pods(leaf, everyone, podgroup, tree)) if member is pod)
+    return PodIdentity(tree, tree.key, tree.name, Slot(leaf, position), leaf, None, None, tree.topology,
+                       list(tree.warnings))
+
+
+def identify_pod(pod: Mapping, owner: Mapping, topologies: Mapping[str, TopologyTree] | None = None,
+                 pods: Sequence[Mapping] = (), trees: Sequence[GroupTree] | None = None) -> PodIdentity | None:
+    """The pod's role, index, leaf subgroup and segment; None when its workload does not opt in.
+
+    `owner` is the workload (or PodGroup) the pod belongs to (see owner_of). For a PodGroup the index
+    is the pod's position among its leaf's pods sorted by name: pass the PodGroup's other pods in `pods`.
+    Raises GroupingError for invalid annotations or missing index labels. `trees` may pass the
+    workload's group_workload(owner, topologies) computed earlier (the webhook caches it per owner).
+    """
+    if is_podgroup(owner):
+        return _podgroup_identity(pod, owner, pods, topologies)
+    return _workload_identity(pod, owner, topologies, trees)

@@ -1,0 +1,166 @@
+"""What each workload kind looks like to the grouper: its roles (pod templates), how many pods each
+role has, and which pod label carries a pod's index."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from . import names
+from .errors import GroupingError, describe, invalid
+
+# kind -> the spec field holding the replica specs (kubeflow training operator and mpi-operator)
+KUBEFLOW_SPECS = {
+    "PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "JAXJob": "jaxReplicaSpecs",
+    "XGBoostJob": "xgbReplicaSpecs", "MPIJob": "mpiReplicaSpecs", "PaddleJob": "paddleReplicaSpecs",
+}
+LWS_KIND = "LeaderWorkerSet"
+JOBSET_KIND = "JobSet"
+
+
+@dataclass
+class RoleTemplate:
+    """One pod template of a workload and the pods made from it."""
+
+    name: str                    # role name: "job", replica type lowercased, "leader" / "worker", ...
+    field: str                   # where the template sits, for messages ("spec.tfReplicaSpecs.Worker")
+    replicas: int
+    template: Mapping
+    index_label: str | None      # pod label holding the index (None: the pods are not indexed)
+    index_offset: int = 0        # value of the first index (LWS workers start after the leader)
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return (self.template.get("metadata") or {}).get("annotations") or {}
+
+    @property
+    def spec(self) -> Mapping:
+        return self.template.get("spec") or {}
+
+    def indexes(self) -> range:
+        return range(self.index_offset, self.index_offset + self.replicas)
+
+
+@dataclass
+class WorkloadShape:
+    family: str                  # job | kubeflow | lws | jobset | generic
+    roles: list[RoleTemplate]
+    groups: int = 1              # LeaderWorkerSet replicas: each group is its own gang
+
+    def role(self, name: str) -> RoleTemplate | None:
+        return next((role for role in self.roles if role.name == name), None)
+
+
+def annotations_of(obj: Mapping) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+def count_field(obj: Mapping, field: str, value, default: int, minimum: int = 0) -> int:
+    """An integer count from a spec field (None -> default), with an error naming the field."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise invalid(obj, field, value, f"expected an integer >= {minimum}")
+    return value
+
+
+def _index_label(obj: Mapping, template: Mapping, default: str | None) -> str | None:
+    """The pod-index-label annotation (pod template first, then the workload root), else the default."""
+    template_annotations = (template.get("metadata") or {}).get("annotations") or {}
+    label = template_annotations.get(names.POD_INDEX_LABEL) or annotations_of(obj).get(names.POD_INDEX_LABEL)
+    return label or default
+
+
+def _job_roles(job: Mapping) -> list[RoleTemplate]:
+    spec = job.get("spec") or {}
+    parallelism = count_field(job, "spec.parallelism", spec.get("parallelism"), 1)
+    completions = spec.get("completions")
+    if completions is not None:
+        parallelism = min(parallelism, count_field(job, "spec.completions", completions, 1))
+    template = spec.get("template") or {}
+    default_label = names.JOB_INDEX if spec.get("completionMode") == "Indexed" else None
+    return [RoleTemplate("job", "spec.template", parallelism, template,
+                         _index_label(job, template, default_label))]
+
+
+def _kubeflow_roles(job: Mapping) -> list[RoleTemplate]:
+    field = KUBEFLOW_SPECS[job["kind"]]
+    replica_specs = (job.get("spec") or {}).get(field)
+    if not isinstance(replica_specs, Mapping) or not replica_specs:
+        raise GroupingError(f"{describe(job)}: spec.{field} is missing or empty; "
+                            f"expected a map of replica type (e.g. Worker) to replica spec")
+    roles = []
+    for replica_type, replica_spec in replica_specs.items():
+        path = f"spec.{field}.{replica_type}"
+        replica_spec = replica_spec or {}
+        replicas = count_field(job, f"{path}.replicas", replica_spec.get("replicas"), 1)
+        template = replica_spec.get("template") or {}
+        roles.append(RoleTemplate(str(replica_type).lower(), path, replicas, template,
+                                  _index_label(job, template, names.KF_REPLICA_INDEX)))
+    return roles
+
+
+def _lws_roles(lws: Mapping) -> list[RoleTemplate]:
+    template = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    size = count_field(lws, "spec.leaderWorkerTemplate.size", template.get("size"), 1, minimum=1)
+    worker = template.get("workerTemplate") or {}
+    leader = template.get("leaderTemplate") or worker
+    leader_field = "spec.leaderWorkerTemplate." + ("leaderTemplate" if template.get("leaderTemplate")
+                                                   else "workerTemplate")
+    roles = [RoleTemplate("leader", leader_field, 1, leader, names.LWS_WORKER_INDEX, 0)]
+    if size > 1:
+        roles.append(RoleTemplate("worker", "spec.leaderWorkerTemplate.workerTemplate", size - 1, worker,
+                                  _index_label(lws, worker, names.LWS_WORKER_INDEX), 1))
+    return roles
+
+
+def _jobset_roles(jobset: Mapping) -> list[RoleTemplate]:
+    roles = []
+    for i, replicated in enumerate((jobset.get("spec") or {}).get("replicatedJobs") or []):
+        path = f"spec.replicatedJobs[{i}]"
+        job_spec = (replicated.get("template") or {}).get("spec") or {}
+        replicas = count_field(jobset, f"{path}.replicas", replicated.get("replicas"), 1)
+        parallelism = count_field(jobset, f"{path}.template.spec.parallelism", job_spec.get("parallelism"), 1)
+        template = job_spec.get("template") or {}
+        name = replicated.get("name") or f"job-{i}"
+        roles.append(RoleTemplate(name, f"{path}.template.spec.template", replicas * parallelism, template,
+                                  _index_label(jobset, template, None)))
+    return roles
+
+
+def _generic_roles(obj: Mapping) -> list[RoleTemplate]:
+    spec = obj.get("spec") or {}
+    template = spec.get("template")
+    if not isinstance(template, Mapping):
+        return []
+    replicas_field = "spec.replicas" if "replicas" in spec else "spec.parallelism"
+    replicas = count_field(obj, replicas_field, spec.get("replicas", spec.get("parallelism")), 1)
+    return [RoleTemplate(str(obj.get("kind") or "pod").lower(), "spec.template", replicas, template,
+                         _index_label(obj, template, None))]
+
+
+def family_of(workload: Mapping) -> str:
+    kind = workload.get("kind")
+    api_version = str(workload.get("apiVersion") or "")
+    if kind == "Job" and api_version.startswith("batch/"):
+        return "job"
+    if kind in KUBEFLOW_SPECS and "kubeflow.org" in api_version:
+        return "kubeflow"
+    if kind == LWS_KIND:
+        return "lws"
+    if kind == JOBSET_KIND:
+        return "jobset"
+    return "generic"
+
+
+def workload_shape(workload: Mapping) -> WorkloadShape:
+    family = family_of(workload)
+    if family == "job":
+        return WorkloadShape(family, _job_roles(workload))
+    if family == "kubeflow":
+        return WorkloadShape(family, _kubeflow_roles(workload))
+    if family == "lws":
+        groups = count_field(workload, "spec.replicas", (workload.get("spec") or {}).get("replicas"), 1)
+        return WorkloadShape(family, _lws_roles(workload), groups)
+    if family == "jobset":
+        return WorkloadShape(family, _jobset_roles(workload))
+    return WorkloadShape(family, _generic_roles(workload))

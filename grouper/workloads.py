@@ -1,0 +1,373 @@
+"""Workloads (Job, kubeflow jobs, LeaderWorkerSet, annotated custom kinds) -> group trees.
+
+root (the gang, with the workload constraint) -> one group per role (replica type) -> segment leaves
+"<role>-<i>" holding indexes [i*S, (i+1)*S); an unsegmented role is itself a leaf named after the role.
+A LeaderWorkerSet gives one tree per group (replica): each group is its own gang.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from topology.groups import Group, GroupTree, RoleSpec, SegmentInfo, Slot
+from topology.tree import TopologyTree
+
+from . import names
+from .errors import GroupingError, describe, invalid
+from .kinds import RoleTemplate, WorkloadShape, annotations_of, count_field, workload_shape
+from .levels import LevelRef, check_not_coarser, find_topology, infer_topology, level_index
+from .segments import segment_bounds, segment_count, segment_min
+
+# Level annotations that mean nothing without kai.scheduler/topology naming the topology.
+KAI_LEVEL_SOURCES = {f"annotation {key}" for key in (names.REQUIRED, names.PREFERRED, names.SEGMENT_REQUIRED,
+                                                    names.SEGMENT_PREFERRED)}
+
+
+@dataclass
+class Constraint:
+    required: LevelRef | None = None
+    preferred: LevelRef | None = None
+    exclusive: bool = False
+
+    def refs(self) -> list[LevelRef]:
+        return [ref for ref in (self.required, self.preferred) if ref is not None]
+
+
+@dataclass
+class SegmentSpec:
+    size: int
+    constraint: Constraint = field(default_factory=Constraint)
+
+
+@dataclass
+class RolePlan:
+    """What the grouper decided for one role before building its groups."""
+
+    role: RoleTemplate
+    constraint: Constraint
+    segments: SegmentSpec | None
+    minimum: int | None = None         # elastic minimum (None: every pod required)
+
+
+# --- opting in -----------------------------------------------------------------------------------
+
+def opts_in(workload: Mapping, shape: WorkloadShape | None = None) -> bool:
+    """Pods of a workload without any topology, segment or gang-size setting are not gangs."""
+    if any(key in annotations_of(workload) for key in names.OPT_IN_ANNOTATIONS):
+        return True
+    spec = workload.get("spec") or {}
+    if ((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}).get("minAvailable") is not None:
+        return True
+    shape = shape or workload_shape(workload)
+    return any(key in role.annotations for role in shape.roles for key in names.OPT_IN_ANNOTATIONS)
+
+
+# --- small parsers ---------------------------------------------------------------------------------
+
+def _int_annotation(obj: Mapping, key: str, value, where: str, low: int, high: int, meaning: str) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = None
+    if number is None or not low <= number <= high:
+        raise GroupingError(f"{describe(obj)}: annotation {key}={value!r}{where} is invalid; "
+                            f"expected an integer from {low} to {high} ({meaning})")
+    return number
+
+
+def _level(annotations: Mapping, key: str, where: str = "") -> LevelRef | None:
+    value = annotations.get(key)
+    return LevelRef(str(value), f"annotation {key}", where) if value else None
+
+
+def _strategy(workload: Mapping, shape: WorkloadShape) -> str | None:
+    candidates = [(annotations_of(workload).get(names.STRATEGY), "")]
+    candidates += [(role.annotations.get(names.STRATEGY), f" on {role.field}") for role in shape.roles]
+    for value, where in candidates:
+        if value is None:
+            continue
+        if value not in names.STRATEGIES:
+            raise GroupingError(f"{describe(workload)}: annotation {names.STRATEGY}={value!r}{where} is "
+                                f"invalid; valid values: {', '.join(names.STRATEGIES)}")
+        return value
+    return None
+
+
+# --- topology name ---------------------------------------------------------------------------------
+
+def _explicit_topology(workload: Mapping, shape: WorkloadShape) -> str | None:
+    """kai.scheduler/topology: the pod-template copy wins over the root one; templates must agree."""
+    on_templates = {role.annotations[names.TOPOLOGY]: role.field
+                    for role in shape.roles if role.annotations.get(names.TOPOLOGY)}
+    if len(on_templates) > 1:
+        listed = ", ".join(f"{value!r} on {where}" for value, where in on_templates.items())
+        raise GroupingError(f"{describe(workload)}: annotation {names.TOPOLOGY} differs between pod "
+                            f"templates ({listed}); a gang is placed in one topology, use one value")
+    if on_templates:
+        return next(iter(on_templates))
+    return annotations_of(workload).get(names.TOPOLOGY) or None
+
+
+# --- per-role decisions ----------------------------------------------------------------------------
+
+def _root_constraint(workload: Mapping, family: str) -> Constraint:
+    annotations = annotations_of(workload)
+    constraint = Constraint(_level(annotations, names.REQUIRED), _level(annotations, names.PREFERRED))
+    exclusive = _level(annotations, names.LWS_EXCLUSIVE) if family == "lws" else None
+    if exclusive is not None:
+        constraint.required = constraint.required or exclusive
+        constraint.exclusive = True
+    return constraint
+
+
+def _segment_size(workload: Mapping, role: RoleTemplate, family: str) -> tuple[int, str] | None:
+    if family == "lws" and role.name == "worker":
+        policy = ((workload.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("subGroupPolicy") or {}
+        if policy.get("subGroupSize") is not None:
+            field_name = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
+            size = count_field(workload, field_name, policy["subGroupSize"], 1, minimum=1)
+            return size, field_name
+    where = f" on {role.field}"
+    for key in (names.SEGMENT_SIZE, names.KUEUE_SLICE_SIZE):
+        value = role.annotations.get(key)
+        if value is not None:
+            meaning = f"the {role.name} replicas are {role.replicas}"
+            return _int_annotation(workload, key, value, where, 1, max(role.replicas, 1), meaning), key
+    return None
+
+
+def _segment_constraint(workload: Mapping, role: RoleTemplate, family: str) -> Constraint:
+    where = f" on {role.field}"
+    annotations = role.annotations
+    constraint = Constraint(_level(annotations, names.SEGMENT_REQUIRED, where)
+                            or _level(annotations, names.KUEUE_SLICE_REQUIRED, where),
+                            _level(annotations, names.SEGMENT_PREFERRED, where))
+    if family == "lws" and role.name == "worker":
+        exclusive = _level(annotations_of(workload), names.LWS_SUBGROUP_EXCLUSIVE)
+        if exclusive is not None:
+            constraint.required = constraint.required or exclusive
+            constraint.exclusive = True
+    return constraint
+
+
+def _role_plan(workload: Mapping, role: RoleTemplate, family: str, warnings: list[str]) -> RolePlan:
+    where = f" on {role.field}"
+    constraint = Constraint(_level(role.annotations, names.KUEUE_REQUIRED, where),
+                            _level(role.annotations, names.KUEUE_PREFERRED, where))
+    size = _segment_size(workload, role, family)
+    segment_constraint = _segment_constraint(workload, role, family)
+    if size is None:
+        if segment_constraint.refs():
+            warnings.append(f"{describe(workload)}: segment level on {role.field} ignored: no segment size "
+                            f"({names.SEGMENT_SIZE} or {names.KUEUE_SLICE_SIZE})")
+        return RolePlan(role, constraint, None)
+    if role.index_label is None:
+        warnings.append(f"{describe(workload)}: segment annotations on {role.field} ignored: "
+                        f"{workload.get('kind')} pods carry no index; set {names.POD_INDEX_LABEL} to the "
+                        f"pod label that holds each pod's index")
+        return RolePlan(role, constraint, None)
+    return RolePlan(role, constraint, SegmentSpec(size[0], segment_constraint))
+
+
+# --- elasticity ----------------------------------------------------------------------------------
+
+def _total_minimum(workload: Mapping, total: int) -> tuple[int, str] | None:
+    value = annotations_of(workload).get(names.BATCH_MIN_MEMBER)
+    if value is not None:
+        return _int_annotation(workload, names.BATCH_MIN_MEMBER, value, "", 1, total,
+                               f"the workload has {total} pods"), f"annotation {names.BATCH_MIN_MEMBER}"
+    spec = workload.get("spec") or {}
+    value = ((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}).get("minAvailable")
+    if value is not None:
+        field_name = "spec.runPolicy.schedulingPolicy.minAvailable"
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= total:
+            raise invalid(workload, field_name, value, f"expected an integer from 1 to {total} (the workload's pods)")
+        return value, field_name
+    return None
+
+
+def _apply_minimums(workload: Mapping, plans: list[RolePlan], warnings: list[str]) -> None:
+    """Spread the workload minimum onto the elastic role (workers, else the largest role)."""
+    if not plans:
+        return
+    elastic = next((p for p in plans if p.role.name == "worker"), None) or max(plans, key=lambda p: p.role.replicas)
+    policy = (workload.get("spec") or {}).get("elasticPolicy") or {}
+    if workload.get("kind") == "PyTorchJob" and policy.get("minReplicas") is not None and elastic.role.name == "worker":
+        elastic.minimum = count_field(workload, "spec.elasticPolicy.minReplicas", policy["minReplicas"], 0)
+    total = _total_minimum(workload, sum(p.role.replicas for p in plans))
+    if total is not None:
+        others = sum(p.role.replicas for p in plans if p is not elastic)
+        if total[0] < others:
+            warnings.append(f"{describe(workload)}: {total[1]}={total[0]} is below the {others} pods of the "
+                            f"non-{elastic.role.name} roles; those stay required")
+        elastic.minimum = max(0, total[0] - others)
+    if elastic.minimum is not None and elastic.minimum >= elastic.role.replicas:
+        elastic.minimum = None
+
+
+# --- topology resolution and validation ----------------------------------------------------------
+
+def _all_refs(root: Constraint, plans: list[RolePlan]) -> list[LevelRef]:
+    refs = root.refs()
+    for plan in plans:
+        refs += plan.constraint.refs()
+        if plan.segments:
+            refs += plan.segments.constraint.refs()
+    return refs
+
+
+def _is_kai(ref: LevelRef) -> bool:
+    return ref.source in KAI_LEVEL_SOURCES
+
+
+def _drop_levels(constraint: Constraint, keep) -> None:
+    if constraint.required is not None and not keep(constraint.required):
+        constraint.required, constraint.exclusive = None, False
+    if constraint.preferred is not None and not keep(constraint.preferred):
+        constraint.preferred = None
+
+
+def _resolve_topology(workload: Mapping, shape: WorkloadShape, root: Constraint, plans: list[RolePlan],
+                      topologies: Mapping[str, TopologyTree] | None, warnings: list[str]) -> str | None:
+    explicit = _explicit_topology(workload, shape)
+    refs = _all_refs(root, plans)
+    kai_sized = [p for p in plans if p.segments and p.role.annotations.get(names.SEGMENT_SIZE) is not None]
+    if explicit is None and (kai_sized or any(_is_kai(ref) for ref in refs)):
+        ignored = sorted({ref.source + ref.where for ref in refs if _is_kai(ref)}
+                         | {f"annotation {names.SEGMENT_SIZE} on {p.role.field}" for p in kai_sized})
+        warnings.append(f"{describe(workload)}: {', '.join(ignored)} ignored: no {names.TOPOLOGY} names the "
+                        f"topology")
+        keep = lambda ref: not _is_kai(ref)     # noqa: E731
+        _drop_levels(root, keep)
+        for plan in plans:
+            _drop_levels(plan.constraint, keep)
+            if any(plan is sized for sized in kai_sized):
+                plan.segments = None
+            elif plan.segments:
+                _drop_levels(plan.segments.constraint, keep)
+        refs = _all_refs(root, plans)
+    if explicit is not None or not refs:
+        return explicit
+    prefer = "kueue" if any("kueue" in ref.source for ref in refs) else ""
+    inferred = infer_topology([ref.value for ref in refs], topologies, prefer)
+    if inferred is None and topologies:
+        listed = ", ".join(str(ref) for ref in refs)
+        valid = "; ".join(f"{name}: {', '.join(tree.level_names())}" for name, tree in sorted(topologies.items()))
+        raise GroupingError(f"{describe(workload)}: no topology has every level of {listed}; "
+                            f"known topologies and levels: {valid}")
+    if inferred is None:
+        warnings.append(f"{describe(workload)}: no {names.TOPOLOGY}; levels are node labels resolved against "
+                        f"the topology that holds them")
+    return inferred
+
+
+def _validate_levels(workload: Mapping, name: str, root: Constraint, plans: list[RolePlan],
+                     topologies: Mapping[str, TopologyTree]) -> None:
+    tree = find_topology(workload, name, f"annotation {names.TOPOLOGY}", topologies)
+    for ref in _all_refs(root, plans):
+        level_index(workload, tree, ref)
+    for plan in plans:
+        check_not_coarser(workload, tree, plan.constraint.required, root.required, "the workload's required level")
+        if plan.segments:
+            inner = plan.segments.constraint.required
+            check_not_coarser(workload, tree, inner, root.required, "the workload's required level")
+            check_not_coarser(workload, tree, inner, plan.constraint.required, f"the {plan.role.name} required level")
+
+
+# --- building ------------------------------------------------------------------------------------
+
+def _level_value(ref: LevelRef | None) -> str | None:
+    return ref.value if ref else None
+
+
+def _segment_leaves(plan: RolePlan) -> list[Group]:
+    role, spec = plan.role, plan.segments
+    count = segment_count(role.replicas, spec.size)
+    leaves = []
+    for i in range(count):
+        positions = segment_bounds(role.replicas, spec.size, i)
+        minimum = None if plan.minimum is None else segment_min(plan.minimum, i, spec.size, len(positions))
+        leaves.append(Group(
+            name=f"{role.name}-{i}",
+            slots=[Slot(role.name, role.index_offset + p) for p in positions],
+            min_member=minimum,
+            required_level=_level_value(spec.constraint.required),
+            preferred_level=_level_value(spec.constraint.preferred),
+            exclusive=spec.constraint.exclusive,
+            segment=SegmentInfo(role.name, i, spec.size, count)))
+    return leaves
+
+
+def _role_group(plan: RolePlan) -> Group:
+    group = Group(name=plan.role.name, min_member=plan.minimum,
+                  required_level=_level_value(plan.constraint.required),
+                  preferred_level=_level_value(plan.constraint.preferred))
+    if plan.segments:
+        group.children = _segment_leaves(plan)
+    else:
+        group.slots = [Slot(plan.role.name, index) for index in plan.role.indexes()]
+    return group
+
+
+def podgroup_name(workload: Mapping, group_index: int | None = None) -> str:
+    """The PodGroup name KAI's podgrouper gives a workload: pg-<name>-<uid> (LWS: per group)."""
+    metadata = workload.get("metadata") or {}
+    parts = ["pg", str(metadata.get("name") or "")]
+    if group_index is not None:
+        parts.append(str(group_index))
+    if metadata.get("uid"):
+        parts.append(str(metadata["uid"]))
+    return "-".join(parts)
+
+
+def _priority(shape: WorkloadShape) -> tuple[int, str]:
+    priority, policy = 0, "PreemptLowerPriority"
+    for role in shape.roles:
+        if isinstance(role.spec.get("priority"), int):
+            priority = role.spec["priority"]
+            break
+    for role in shape.roles:
+        if role.spec.get("preemptionPolicy"):
+            policy = role.spec["preemptionPolicy"]
+            break
+    return priority, policy
+
+
+def _tree(workload: Mapping, name: str, root: Constraint, plans: list[RolePlan], topology: str | None,
+          strategy: str | None, shape: WorkloadShape, warnings: list[str]) -> GroupTree:
+    children = [_role_group(plan) for plan in plans]
+    elastic = any(plan.minimum is not None for plan in plans)
+    root_min = sum(plan.role.replicas if plan.minimum is None else plan.minimum for plan in plans)
+    root_group = Group(name=name, children=children, min_member=root_min if elastic else None,
+                       required_level=_level_value(root.required), preferred_level=_level_value(root.preferred),
+                       exclusive=root.exclusive)
+    priority, preemption = _priority(shape)
+    metadata = workload.get("metadata") or {}
+    return GroupTree(
+        namespace=metadata.get("namespace") or "default", name=name, kind=str(workload.get("kind")),
+        root=root_group,
+        roles={p.role.name: RoleSpec(p.role.name, p.role.replicas, p.role.spec) for p in plans},
+        topology=topology, strategy=strategy, priority=priority, preemption_policy=preemption,
+        warnings=list(warnings))
+
+
+def group_workload(workload: Mapping, topologies: Mapping[str, TopologyTree] | None = None) -> list[GroupTree]:
+    """The gang(s) of a workload: [] when it does not opt in, one tree per LeaderWorkerSet group."""
+    shape = workload_shape(workload)
+    if not opts_in(workload, shape):
+        return []
+    if not shape.roles:
+        raise GroupingError(f"{describe(workload)}: no pod template found; expected spec.template, "
+                            f"spec.replicatedJobs or a supported kind (Job, kubeflow jobs, LeaderWorkerSet)")
+    warnings: list[str] = []
+    root = _root_constraint(workload, shape.family)
+    plans = [_role_plan(workload, role, shape.family, warnings) for role in shape.roles]
+    _apply_minimums(workload, plans, warnings)
+    topology = _resolve_topology(workload, shape, root, plans, topologies, warnings)
+    if topologies is not None and topology is not None:
+        _validate_levels(workload, topology, root, plans, topologies)
+    strategy = _strategy(workload, shape)
+    if shape.family == "lws":
+        return [_tree(workload, podgroup_name(workload, g), root, plans, topology, strategy, shape, warnings)
+                for g in range(shape.groups)]
+    return [_tree(workload, podgroup_name(workload), root, plans, topology, strategy, shape, warnings)]
