@@ -1,0 +1,33 @@
+"""The Kubernetes-facing adapters: API client, list/watch sync, cluster writer, leader election.
+
+    api = KubeApi(build_api_client(kubeconfig="~/.kube/config"))     # or in_cluster=True
+    source = KubeSource(api, sink)           # list + watch every WatchedKind into an ObjectSink
+    writer = KubeWriter(api)                 # ClusterWriter: Binding, annotations, Eviction, Events
+    elector = LeaderElector(api, "tas-system", "tas-extender")      # is_leader() for /readyz
+"""
+from __future__ import annotations
+
+import os
+
+from ..ports import ObjectSink
+from .client import KubeApi, KubeApiError, build_api_client, load_configuration, resource_path
+from .leader import LeaderElector, default_identity
+from .sync import KubeSource
+from .writer import KubeWriter
+
+__all__ = ["KubeApi", "KubeApiError", "KubeSource", "KubeWriter", "LeaderElector", "adapters",
+           "build_api_client", "default_identity", "load_configuration", "resource_path"]
+
+
+def adapters(settings, sink: ObjectSink, *, host: str | None = None):
+    """The service's Kubernetes parts (app.server.KubeParts) from its Settings, feeding `sink`.
+    `host` points at an API server directly (tests, `kubectl proxy`) instead of a kubeconfig."""
+    from ..server import KubeParts
+
+    client = build_api_client(kubeconfig=None if settings.in_cluster else settings.kubeconfig, host=host,
+                              in_cluster=settings.in_cluster or None)
+    api = KubeApi(client)
+    identity = os.environ.get("POD_NAME") or default_identity()
+    elector = (LeaderElector(api, settings.lease_namespace, settings.lease_name, identity)
+               if settings.leader_elect else None)
+    return KubeParts(KubeSource(api, sink), KubeWriter(api, instance=identity), elector)

@@ -1,0 +1,159 @@
+"""LeaderElector against the fake API server: one leader, takeover after expiry or release, conflicts."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from fakekube import fake_kube, wait_until  # noqa: F401 - fake_kube is a fixture
+
+from app.kube.client import KubeApi, build_api_client
+from app.kube.leader import LeaderElector
+
+NAMESPACE, LEASE = "tas-system", "tas-extender"
+LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{LEASE}"
+FAST = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.1}
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.started = 0
+        self.stopped = 0
+
+    def on_started(self) -> None:
+        self.started += 1
+
+    def on_stopped(self) -> None:
+        self.stopped += 1
+
+
+@pytest.fixture
+def elector(fake_kube):
+    electors: list[LeaderElector] = []
+
+    def make(identity: str, calls: Calls | None = None, **timing) -> LeaderElector:
+        calls = calls or Calls()
+        elector = LeaderElector(KubeApi(build_api_client(host=fake_kube.url)), NAMESPACE, LEASE, identity,
+                                on_started_leading=calls.on_started, on_stopped_leading=calls.on_stopped,
+                                **{**FAST, **timing})
+        electors.append(elector)
+        return elector
+
+    yield make
+    for each in electors:
+        each.stop(release=False)
+
+
+def lease(fake) -> dict:
+    return fake.get("coordination.k8s.io/v1", "Lease", LEASE, NAMESPACE)
+
+
+def test_a_lone_candidate_creates_the_lease_and_leads(fake_kube, elector):
+    calls = Calls()
+    a = elector("a", calls)
+    a.start()
+    wait_until(a.is_leader, what="a leads")
+    spec = lease(fake_kube)["spec"]
+    assert spec["holderIdentity"] == "a" and spec["leaseTransitions"] == 0 and spec["leaseDurationSeconds"] == 1
+    assert spec["renewTime"].endswith("Z") and "." in spec["renewTime"]      # MicroTime
+    first_renew = spec["renewTime"]
+    wait_until(lambda: lease(fake_kube)["spec"]["renewTime"] != first_renew, what="a renews")
+    assert lease(fake_kube)["spec"]["acquireTime"] == spec["acquireTime"]
+    assert calls.started == 1 and calls.stopped == 0
+
+
+def test_standby_takes_over_when_the_leader_stops_renewing(fake_kube, elector):
+    a_calls, b_calls = Calls(), Calls()
+    a = elector("a", a_calls)
+    a.start()
+    wait_until(a.is_leader, what="a leads")
+    b = elector("b", b_calls)
+    b.start()
+    wait_until(lambda: b.attempts >= 5, what="b tries for a while")
+    assert a.is_leader() and not b.is_leader() and b.leader == "a"
+
+    a.stop(release=False)                    # a crashes: the lease stays held until it expires
+    assert not a.is_leader() and a_calls.stopped == 1
+    wait_until(b.is_leader, what="b takes over after expiry")
+    spec = lease(fake_kube)["spec"]
+    assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1
+    assert b_calls.started == 1
+
+
+def test_a_released_lease_is_taken_at_once(fake_kube, elector):
+    # a 30 s lease: a takeover within the test's wait is only possible because a hands the lease back
+    a = elector("a", lease_duration=30.0, renew_deadline=20.0)
+    b = elector("b", lease_duration=30.0, renew_deadline=20.0)
+    a.start()
+    wait_until(a.is_leader, what="a leads")
+    b.start()
+    wait_until(lambda: b.attempts >= 3, what="b is a follower")
+    a.stop()                                  # graceful shutdown releases
+    wait_until(b.is_leader, timeout=5, what="b takes the released lease")
+    assert lease(fake_kube)["spec"]["holderIdentity"] == "b"
+
+
+def test_never_two_leaders_when_candidates_race(fake_kube, elector):
+    candidates = [elector(name) for name in "abc"]
+    for candidate in candidates:
+        candidate.start()
+    wait_until(lambda: any(c.is_leader() for c in candidates), what="someone leads")
+    for _ in range(200):
+        assert sum(c.is_leader() for c in candidates) <= 1
+        threading.Event().wait(0.005)
+    leader = next(c for c in candidates if c.is_leader())
+    assert lease(fake_kube)["spec"]["holderIdentity"] == leader.identity
+    assert lease(fake_kube)["spec"]["leaseTransitions"] == 0
+
+
+def test_a_lease_renewed_by_someone_else_is_never_taken(fake_kube, elector):
+    fake_kube.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                      "metadata": {"name": LEASE, "namespace": NAMESPACE},
+                      "spec": {"holderIdentity": "other", "leaseDurationSeconds": 1, "leaseTransitions": 4,
+                               "renewTime": "2026-01-01T00:00:00.000000Z"}})
+    stop_renewing = threading.Event()
+
+    def other_renews() -> None:
+        beat = 0
+        while not stop_renewing.wait(0.1):
+            beat += 1
+            fake_kube.update("coordination.k8s.io/v1", "Lease", LEASE,
+                             {"spec": {"renewTime": f"2026-01-01T00:00:{beat % 60:02d}.{beat:06d}Z"}}, NAMESPACE)
+
+    renewer = threading.Thread(target=other_renews)
+    renewer.start()
+    try:
+        a = elector("a")
+        a.start()
+        wait_until(lambda: a.attempts >= 12, what="a tries while other renews")
+        assert not a.is_leader() and a.leader == "other"
+    finally:
+        stop_renewing.set()
+        renewer.join()
+    wait_until(a.is_leader, what="a takes over once other stops")
+    assert lease(fake_kube)["spec"]["leaseTransitions"] == 5
+
+
+def test_a_conflicting_write_loses_the_round_only(fake_kube, elector):
+    fake_kube.fail("POST", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases", times=2, code=409)
+    a = elector("a")
+    a.start()
+    wait_until(a.is_leader, what="a leads after two lost rounds")
+    assert a.attempts >= 3
+
+
+def test_a_leader_that_cannot_renew_steps_down_then_recovers(fake_kube, elector):
+    calls = Calls()
+    a = elector("a", calls)
+    a.start()
+    wait_until(a.is_leader, what="a leads")
+    fake_kube.fail("PUT", LEASE_PATH, times=12, code=500)       # ~1.2 s of failed renewals > renew_deadline
+    wait_until(lambda: calls.stopped == 1, what="a steps down")
+    assert not a.is_leader()
+    wait_until(a.is_leader, what="a leads again once the API answers")
+    assert calls.started == 2
+
+
+def test_inconsistent_timings_are_refused(fake_kube):
+    api = KubeApi(build_api_client(host=fake_kube.url))
+    with pytest.raises(ValueError, match="renew_deadline < lease_duration"):
+        LeaderElector(api, NAMESPACE, LEASE, "a", lease_duration=5, renew_deadline=10, retry_period=2)
