@@ -1,0 +1,41 @@
+"""`tas-extender plan`: would these workloads fit on this cluster, and where?"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from topology.plan import STRATEGIES
+
+from ..cluster_file import ClusterFileError, load_cluster
+from ..offline.output import plan_json, render_table
+from ..offline.plan_cmd import BAD_INPUT, exit_code, plan_gangs
+from ..offline.workloads import WorkloadError, load_workload_files
+
+FORMATS = ("table", "json")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "plan", help="plan workloads against a cluster dump: where would each pod go?",
+        description="Plan workloads against a cluster dump with the service's grouper and planner. "
+                    "Exit code 0: every gang placed; 1: a gang does not fit; 2: bad input.")
+    parser.add_argument("--cluster", metavar="FILE", required=True,
+                        help="YAML/JSON dump of Nodes, Topology objects and bound Pods")
+    parser.add_argument("--workload", metavar="FILE", required=True, nargs="+", action="extend",
+                        help="workload manifests (Job, kubeflow jobs, LeaderWorkerSet, PodGroup with Pods)")
+    parser.add_argument("-o", "--output", choices=FORMATS, default="table", help="table (default) or json")
+    parser.add_argument("--strategy", choices=STRATEGIES, default="binpack",
+                        help="placement strategy unless a workload sets its own (default binpack)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        cluster = load_cluster(args.cluster)
+        gangs = load_workload_files(args.workload, cluster.topologies)
+        outcomes = plan_gangs(cluster, gangs, args.strategy)
+    except (ClusterFileError, WorkloadError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return BAD_INPUT
+    print(plan_json(cluster, outcomes) if args.output == "json" else render_table(cluster, outcomes))
+    return exit_code(outcomes)

@@ -1,0 +1,70 @@
+"""`tas-extender plan`: would these workloads fit on this cluster, and where?
+
+Gangs are planned one after another with the service's planner; each placed gang holds its pods so
+the next sees what is left, as the service would. Exit codes: 0 every gang placed, 1 a gang not placed,
+2 bad input.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+from topology.cluster import Cluster, pod_key
+from topology.groups import Slot
+from topology.plan import Plan
+
+from .gangs import role_needs
+from .output import GangOutcome
+from .policies import occupied_nodes, planner_plan_for
+from .workloads import FileGang, WorkloadError
+
+PLACED, NOT_PLACED, BAD_INPUT = 0, 1, 2
+
+
+def plan_gangs(cluster: Cluster, gangs: Sequence[FileGang], strategy: str = "binpack") -> list[GangOutcome]:
+    plan_for = planner_plan_for()
+    outcomes = []
+    for number, gang in enumerate(gangs):
+        bound = _bound_indexes(cluster, gang)
+        for pod in gang.bound_pods:          # running pods of the gang hold capacity (once)
+            if pod_key(pod) not in cluster.pods:
+                cluster.add_pod(pod)
+        try:
+            plan = plan_for(cluster, gang.tree, strategy=gang.tree.strategy or strategy, bound=bound or None,
+                            occupied_nodes=occupied_nodes(cluster, gang.tree))
+        except (ValueError, KeyError) as err:
+            raise WorkloadError(f"workload file {gang.source}: {gang.workload}: {str(err).strip(chr(39))}") from None
+        if plan.placed:
+            _hold(cluster, number, gang, plan)
+        outcomes.append(GangOutcome(gang.source, gang.workload, gang.tree, plan, _display_topology(cluster, gang)))
+    return outcomes
+
+
+def _bound_indexes(cluster: Cluster, gang: FileGang) -> dict[Slot, int]:
+    bound = {}
+    for slot, node in gang.bound.items():
+        if node not in cluster.node_index:
+            raise WorkloadError(f"workload file {gang.source}: {gang.workload}: pod {slot} has spec.nodeName "
+                                f"{node!r}, which is not a node of the cluster file")
+        bound[slot] = cluster.node_index[node]
+    return bound
+
+
+def _hold(cluster: Cluster, number: int, gang: FileGang, plan: Plan) -> None:
+    needs = role_needs(cluster, gang.tree)
+    for slot, node in plan.slots.items():
+        if slot not in gang.bound:
+            cluster.reserve(f"plan/{number}/{gang.tree.key}/{slot}", node, needs[slot.role].request)
+
+
+def _display_topology(cluster: Cluster, gang: FileGang):
+    if gang.tree.topology and gang.tree.topology in cluster.topologies:
+        return cluster.topologies[gang.tree.topology]
+    return cluster.topologies[min(cluster.topologies)] if cluster.topologies else None
+
+
+def exit_code(outcomes: Sequence[GangOutcome]) -> int:
+    return PLACED if outcomes and all(o.plan.placed for o in outcomes) else NOT_PLACED
+
+
+

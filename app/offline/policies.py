@@ -1,0 +1,390 @@
+"""Placement policies the simulator can replay a trace with: our planner and two comparison policies.
+
+- `tas`: the service's own gang and segment planner (topology/planner).
+- `gang-most-free`: a topology-blind gang: every pod goes to the usable node with the most free GPUs,
+  all mandatory pods or none.
+- `kueue-bestfit`: Kueue's TAS BestFit greedy, per PodSet (role): count the pods (or whole slices of
+  `segment-size` pods) that fit in every domain, pick the tightest domain at the requested level that
+  holds them all (climbing a level at a time for a preferred level, splitting across the fullest domains
+  at the top), then walk down level by level taking the domains with most room first and the tightest
+  one that fits for the rest. Roles are placed one after another, each seeing the others' usage.
+
+Every policy answers a Plan (topology/plan.py) computed on the cluster's current free capacity; it
+reserves nothing itself.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from topology.cluster import Cluster
+from topology.counts import pods_per_node, segments_by_level, sum_by_level
+from topology.groups import GroupTree, Slot
+from topology.plan import Plan
+from topology.tree import TopologyTree
+
+from .gangs import GPU, RoleNeeds, role_needs, split_gang
+
+
+class Policy(Protocol):
+    name: str
+    description: str
+
+    def place(self, cluster: Cluster, tree: GroupTree) -> Plan:
+        """Where the gang would go on the cluster's current free capacity (nothing is reserved)."""
+
+
+class PolicyError(ValueError):
+    pass
+
+
+# --- ours -----------------------------------------------------------------------------------------
+
+@dataclass
+class TasPolicy:
+    strategy: str = "binpack"
+    name: str = "tas"
+    description: str = "our gang and segment planner (topology-aware, best fit)"
+
+    def place(self, cluster: Cluster, tree: GroupTree) -> Plan:
+        try:
+            return planner_plan_for()(cluster, tree, strategy=tree.strategy or self.strategy,
+                                      occupied_nodes=occupied_nodes(cluster, tree))
+        except (ValueError, KeyError) as err:
+            return Plan(placed=False, reason=str(err).strip("'\""))
+
+
+def planner_plan_for():
+    try:
+        from topology.planner import plan_for
+    except ImportError:
+        from topology.planner.inputs import plan_for
+    return plan_for
+
+
+def occupied_nodes(cluster: Cluster, tree: GroupTree) -> np.ndarray | None:
+    """Nodes running pods or holding reservations (for exclusive groups), None when nothing is exclusive."""
+    if not any(group.exclusive for group in tree.groups()):
+        return None
+    pods = cluster.resources.column["pods"]
+    return (cluster.capacity.used[:, pods] + cluster.capacity.reserved[:, pods]) > 0
+
+
+# --- a shared gang loop for the comparison policies ----------------------------------------------------
+
+PlaceSlots = Callable[[np.ndarray, Sequence[Slot]], "dict[Slot, int] | str"]
+
+
+def _gang_by_units(free: np.ndarray, tree: GroupTree, place_slots: PlaceSlots) -> Plan:
+    """Mandatory slots all together, then each elastic unit on its own, best effort."""
+    mandatory, optional = split_gang(tree.root)
+    placed = place_slots(free, mandatory)
+    if isinstance(placed, str):
+        return Plan(placed=False, reason=placed)
+    done: set[int] = set()
+    unplaced: list[Slot] = []
+    for unit in optional:
+        more = place_slots(free, unit.slots) if unit.needs is None or id(unit.needs) in done else "skipped"
+        if isinstance(more, str):
+            unplaced += unit.slots
+            continue
+        placed.update(more)
+        done.add(id(unit))
+    reason = f"{len(unplaced)} elastic pod(s) did not fit" if unplaced else ""
+    return Plan(placed=True, slots=placed, unplaced=unplaced, reason=reason)
+
+
+def _take(free: np.ndarray, assignment: dict[Slot, int], needs: dict[str, RoleNeeds], sign: int = 1) -> None:
+    for slot, node in assignment.items():
+        free[node] -= sign * needs[slot.role].request
+
+
+# --- topology-blind gang: most free GPUs first -----------------------------------------------------------
+
+@dataclass
+class GangMostFree:
+    name: str = "gang-most-free"
+    description: str = "topology-blind gang: each pod on the node with the most free GPUs"
+
+    def place(self, cluster: Cluster, tree: GroupTree) -> Plan:
+        needs = role_needs(cluster, tree)
+        gpu = cluster.resources.column.get(GPU, cluster.resources.column["cpu"])
+
+        def place_slots(free: np.ndarray, slots: Sequence[Slot]) -> dict[Slot, int] | str:
+            assignment: dict[Slot, int] = {}
+            for slot in slots:
+                need = needs[slot.role]
+                fits = need.usable & np.all(free >= need.request, axis=1)
+                if need.unknown or not fits.any():
+                    _take(free, assignment, needs, sign=-1)
+                    missing = f" (no node offers {', '.join(need.unknown)})" if need.unknown else ""
+                    return (f"{len(assignment)} of {len(slots)} pods placed: no usable node has room "
+                            f"for {slot}{missing}")
+                node = int(np.argmax(np.where(fits, free[:, gpu], -1)))
+                assignment[slot] = node
+                free[node] -= need.request
+            return assignment
+
+        return _gang_by_units(cluster.free.copy(), tree, place_slots)
+
+
+# --- Kueue-style BestFit ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RoleConstraint:
+    level: int | None            # None: no topology constraint (Kueue's implied, unconstrained mode)
+    required: bool
+    slice_size: int | None = None
+    slice_level: int | None = None
+
+
+@dataclass
+class KueueBestFit:
+    name: str = "kueue-bestfit"
+    description: str = "Kueue TAS BestFit greedy, one role (PodSet) at a time"
+
+    def place(self, cluster: Cluster, tree: GroupTree) -> Plan:
+        needs = role_needs(cluster, tree)
+        try:
+            topology = cluster.topology(tree.topology) if tree.topology else None
+            constraints = {role: role_constraint(tree, role, topology) for role in needs}
+        except (KeyError, ValueError) as err:
+            return Plan(placed=False, reason=str(err).strip("'\""))
+        free = cluster.free.copy()
+
+        def place_slots(free: np.ndarray, slots: Sequence[Slot]) -> dict[Slot, int] | str:
+            assignment: dict[Slot, int] = {}
+            for role in dict.fromkeys(slot.role for slot in slots):
+                role_slots = sorted(s for s in slots if s.role == role)
+                need = needs[role]
+                if need.unknown:
+                    _take(free, assignment, needs, sign=-1)
+                    return f"role {role}: no node offers {', '.join(need.unknown)}"
+                per_node = pods_per_node(free, need.request, need.usable)
+                nodes = kueue_assign(topology, per_node, len(role_slots), constraints[role])
+                if isinstance(nodes, str):
+                    _take(free, assignment, needs, sign=-1)
+                    return f"role {role}: {nodes}"
+                role_assignment = dict(zip(role_slots, nodes))
+                _take(free, role_assignment, needs)
+                assignment.update(role_assignment)
+            return assignment
+
+        return _partial_admission(free, tree, place_slots)
+
+
+def _partial_admission(free: np.ndarray, tree: GroupTree, place_slots: PlaceSlots) -> Plan:
+    """All pods if they fit, else the most elastic units that fit with the minimum (Kueue's
+    partial admission searches the count the same way)."""
+    mandatory, optional = split_gang(tree.root)
+
+    def attempt(units: int) -> dict[Slot, int] | str:
+        trial = free.copy()
+        return place_slots(trial, mandatory + [s for u in optional[:units] for s in u.slots])
+
+    best = attempt(len(optional))
+    if isinstance(best, str) and optional:
+        low, high = 0, len(optional) - 1
+        best = attempt(0)
+        if isinstance(best, str):
+            return Plan(placed=False, reason=best)
+        while low < high:
+            middle = (low + high + 1) // 2
+            found = attempt(middle)
+            if isinstance(found, str):
+                high = middle - 1
+            else:
+                best, low = found, middle
+    if isinstance(best, str):
+        return Plan(placed=False, reason=best)
+    unplaced = [s for u in optional for s in u.slots if s not in best]
+    reason = f"{len(unplaced)} elastic pod(s) did not fit" if unplaced else ""
+    return Plan(placed=True, slots=best, unplaced=unplaced, reason=reason)
+
+
+def role_constraint(tree: GroupTree, role: str, topology: TopologyTree | None) -> RoleConstraint:
+    """What a Kueue PodSet annotation would say for one role: the finest required level among the groups
+    holding all of the role's pods, else the finest preferred one; segments become slices when they
+    have a required level (Kueue slices have no preferred form)."""
+    if topology is None:
+        return RoleConstraint(None, False)
+    role_slots = {s for s in tree.slots() if s.role == role}
+    required: int | None = None
+    preferred: int | None = None
+    slice_size = slice_level = None
+    for group in tree.groups():
+        if role_slots <= set(group.all_slots()):
+            required = _finest(topology, required, group.required_level)
+            preferred = _finest(topology, preferred, group.preferred_level)
+        elif group.segment is not None and group.segment.role == role and group.required_level:
+            slice_size, slice_level = group.segment.size, topology.level_index(group.required_level)
+    level = required if required is not None else preferred
+    if slice_level is not None and level is not None and slice_level < level:
+        if required is not None:      # one domain finer than the slice level holds every slice anyway
+            slice_size = slice_level = None
+        else:                         # a preferred level finer than the slices cannot hold one slice
+            level = slice_level
+    return RoleConstraint(level, required is not None, slice_size, slice_level)
+
+
+def _finest(topology: TopologyTree, current: int | None, name: str | None) -> int | None:
+    if not name:
+        return current
+    index = topology.level_index(name)
+    return index if current is None else max(current, index)
+
+
+# The domain walk. A place is (level, index); level == topology.depth means a node.
+
+def kueue_assign(topology: TopologyTree | None, per_node: np.ndarray, count: int,
+                 constraint: RoleConstraint) -> list[int] | str:
+    """The node of each of `count` pods in placement order, or why they do not fit."""
+    if count == 0:
+        return []
+    if topology is None:
+        order = sorted(range(len(per_node)), key=lambda n: (-int(per_node[n]), n))
+        chosen = _greedy(order, per_node, count)
+        if chosen is None:
+            return f"needs {count} pods, the usable nodes hold {int(per_node.sum())}"
+        return _expand(sorted(chosen), count)
+    return _Walk(topology, per_node, constraint).assign(count)
+
+
+def _best_fit(order: Sequence[int], state: np.ndarray, need: int) -> int:
+    """The first domain with the smallest state that is still >= need (order is most room first)."""
+    best = order[0]
+    for domain in order:
+        if state[domain] >= need and state[domain] != state[best]:
+            best = domain
+    return best
+
+
+def _greedy(order: Sequence[int], state: np.ndarray, need: int) -> list[tuple[int, int]] | None:
+    """Most room first; the domain that completes the count is the tightest one that can."""
+    chosen: list[tuple[int, int]] = []
+    remaining = need
+    for position, domain in enumerate(order):
+        if state[domain] <= 0:
+            break
+        if state[domain] >= remaining:
+            chosen.append((_best_fit(order[position:], state, remaining), remaining))
+            return chosen
+        chosen.append((domain, int(state[domain])))
+        remaining -= int(state[domain])
+    return None
+
+
+def _expand(chosen: Sequence[tuple[int, int]], count: int) -> list[int]:
+    nodes = [node for node, pods in chosen for _ in range(pods)]
+    return nodes[:count]
+
+
+class _Walk:
+    def __init__(self, topology: TopologyTree, per_node: np.ndarray, constraint: RoleConstraint):
+        self.topology = topology
+        self.per_node = per_node
+        self.constraint = constraint
+        self.pods = sum_by_level(topology, per_node)
+        self.slices = (segments_by_level(topology, per_node, constraint.slice_level, constraint.slice_size)
+                       if constraint.slice_size else None)
+        self.node_ids = [f"{topology.domain_ids[-1][d]}/{name}" if d >= 0 else name
+                         for d, name in zip(topology.node_domain[-1], topology.node_names)]
+
+    def state(self, level: int, in_slices: bool) -> np.ndarray:
+        if level == self.topology.depth:
+            return self.per_node
+        return self.slices[level] if in_slices else self.pods[level]
+
+    def ids(self, level: int) -> list[str]:
+        return self.node_ids if level == self.topology.depth else self.topology.domain_ids[level]
+
+    def sorted_places(self, level: int, candidates: Sequence[int], in_slices: bool) -> list[int]:
+        state, ids = self.state(level, in_slices), self.ids(level)
+        return sorted(candidates, key=lambda d: (-int(state[d]), ids[d]))
+
+    def children(self, level: int, domains: Sequence[int]) -> list[int]:
+        found = [self.topology.children_of(level, d) for d in domains]
+        children = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
+        if level + 1 == self.topology.depth:
+            children = children[self.topology.member[children]]
+        return [int(c) for c in children]
+
+    def assign(self, count: int) -> list[int] | str:
+        c = self.constraint
+        in_slices = self.slices is not None
+        need = math.ceil(count / c.slice_size) if in_slices else count
+        unit = "slices" if in_slices else "pods"
+        level = c.level if c.level is not None else (c.slice_level if in_slices else self.topology.depth - 1)
+        unconstrained = c.level is None
+        found = self.find_level(level, need, c.required, unconstrained, in_slices)
+        if isinstance(found, str):
+            return found.format(unit=unit, need=need)
+        level, chosen = found
+        while in_slices and level < c.slice_level:
+            chosen = self.descend(level, chosen, need, in_slices)
+            level += 1
+        if not in_slices:
+            while level < self.topology.depth:
+                chosen = self.descend(level, chosen, count, False)
+                level += 1
+            return _expand(sorted(chosen, key=lambda p: self.node_ids[p[0]]), count)
+        return self.slices_to_nodes(level, chosen, count)
+
+    def find_level(self, level: int, need: int, required: bool, unconstrained: bool, in_slices: bool):
+        state = self.state(level, in_slices)
+        order = self.sorted_places(level, range(len(state)), in_slices)
+        if not order:
+            return f"no domains at level {self.topology.levels[level].display}"
+        top = order[0]
+        if state[top] >= need or not required and (level == 0 or unconstrained):
+            chosen = _greedy(order, state, need)
+            if chosen is None:
+                return ("needs {need} {unit}, all " + self.topology.levels[level].display +
+                        f" domains together hold {int(state.sum())}")
+            return level, chosen
+        if required:
+            return (f"needs {{need}} {{unit}} in one {self.topology.levels[level].display}, "
+                    f"the best holds {int(state[top])}")
+        return self.find_level(level - 1, need, required, unconstrained, in_slices)
+
+    def descend(self, level: int, chosen: Sequence[tuple[int, int]], need: int, in_slices: bool):
+        below = level + 1
+        order = self.sorted_places(below, self.children(level, [d for d, _ in chosen]), in_slices)
+        found = _greedy(order, self.state(below, in_slices), need)
+        if found is None:       # cannot happen: the chosen domains hold `need` between them
+            raise AssertionError("domain counts inconsistent")
+        return found
+
+    def slices_to_nodes(self, level: int, chosen: Sequence[tuple[int, int]], count: int) -> list[int]:
+        """Each slice-level domain gets slices * size pods (the lexicographically last one gives back the
+        missing pods of a short last segment), placed on its own nodes."""
+        size = self.constraint.slice_size
+        ids = self.ids(level)
+        ordered = sorted(chosen, key=lambda p: ids[p[0]])
+        short = sum(k for _, k in ordered) * size - count
+        nodes: list[int] = []
+        for position, (domain, slices) in enumerate(ordered):
+            pods = slices * size - (short if position == len(ordered) - 1 else 0)
+            placed = [(domain, pods)]
+            for at in range(level, self.topology.depth):
+                placed = self.descend(at, placed, pods, False)
+            nodes += _expand(sorted(placed, key=lambda p: self.node_ids[p[0]]), pods)
+        return nodes
+
+
+POLICIES: dict[str, Callable[[], Policy]] = {
+    "tas": TasPolicy,
+    "gang-most-free": GangMostFree,
+    "kueue-bestfit": KueueBestFit,
+}
+
+
+def get_policy(name: str) -> Policy:
+    try:
+        return POLICIES[name]()
+    except KeyError:
+        raise PolicyError(f"unknown policy {name!r}; valid policies: {', '.join(POLICIES)}") from None

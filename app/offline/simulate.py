@@ -1,0 +1,213 @@
+"""The trace simulator: workloads arrive, wait in a queue, run for their duration on the nodes a policy
+picked, and leave.
+
+At every event time (an arrival or a completion) completions free their pods first, arrivals join the
+queue, then the pending workloads are tried in submission order: each one that fits now starts, one that
+does not stays pending while those behind it may start. A pending workload is tried again only after some
+capacity was freed (capacity that only shrank cannot make it fit).
+"""
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from topology.cluster import Cluster
+from topology.groups import GroupTree, Slot
+from topology.plan import Plan
+from topology.tree import TopologyTree
+
+from .gangs import GPU, RoleNeeds, role_needs, split_gang
+from .metrics import JobFigures, Locality, Summary, measure, summarize
+from .policies import Policy
+from .trace import TraceEntry
+from .workloads import WorkloadError, gangs_of
+
+
+@dataclass
+class SimJob:
+    entry: TraceEntry
+    trees: list[GroupTree]
+    needs: list[dict[str, RoleNeeds]]
+    mandatory_gpus: int
+    placed: float | None = None
+    finished: float | None = None
+    plans: list[Plan] = field(default_factory=list)
+    reason: str = ""
+    attempts: int = 0
+    plan_seconds: float = 0.0
+    tried_at_epoch: int = -1
+    gpus: int = 0
+    locality: Locality | None = None
+
+    @property
+    def key(self) -> str:
+        return self.entry.key
+
+    def result(self, cluster: Cluster) -> dict:
+        pods = [{"role": slot.role, "index": slot.index, "node": cluster.node_names[node]}
+                for plan in self.plans for slot, node in sorted(plan.slots.items())]
+        return {"workload": self.key, "submitted": self.entry.at, "placed": self.placed,
+                "finished": self.finished, "pods": pods, "reason": "" if self.placed is not None else self.reason}
+
+    def figures(self) -> JobFigures:
+        return JobFigures(self.entry.at, self.placed, self.finished, self.gpus, self.locality,
+                          self.plan_seconds, self.attempts)
+
+
+@dataclass
+class SimulationResult:
+    policy: str
+    jobs: list[SimJob]                       # submission order
+    timeline: list[tuple[float, int]]        # (time, GPUs in use from then on), background pods included
+    total_gpus: int                          # GPUs of schedulable nodes
+    cluster: Cluster
+
+    def results(self) -> list[dict]:
+        return [job.result(self.cluster) for job in self.jobs]
+
+    def summary(self) -> Summary:
+        return summarize(self.policy, [job.figures() for job in self.jobs], self.timeline, self.total_gpus)
+
+
+Progress = Callable[[int, int, float], None]     # (workloads done, workloads in total, simulated time)
+
+
+def build_jobs(cluster: Cluster, entries: Sequence[TraceEntry]) -> list[SimJob]:
+    """Group every trace entry into its gang(s); errors name the trace line."""
+    jobs = []
+    gpu = cluster.resources.column.get(GPU)
+    for entry in entries:
+        try:
+            trees = gangs_of(entry.workload, cluster.topologies)
+        except WorkloadError as err:
+            raise WorkloadError(f"trace line {entry.line}: {err}") from None
+        needs = [role_needs(cluster, tree) for tree in trees]
+        mandatory = 0
+        if gpu is not None:
+            for tree, tree_needs in zip(trees, needs):
+                for slot in split_gang(tree.root)[0]:
+                    mandatory += int(tree_needs[slot.role].request[gpu])
+        jobs.append(SimJob(entry, trees, needs, mandatory))
+    return jobs
+
+
+class Simulation:
+    def __init__(self, cluster: Cluster, policy: Policy, entries: Sequence[TraceEntry],
+                 progress: Progress | None = None, topology: str | None = None):
+        self.cluster = cluster
+        self.policy = policy
+        order = sorted(range(len(entries)), key=lambda i: (entries[i].at, i))
+        self.jobs = build_jobs(cluster, [entries[i] for i in order])
+        self.progress = progress
+        self.metric_topology = self._metric_topology(topology)
+        self.gpu = cluster.resources.column.get(GPU)
+        schedulable = np.array([n.ready and not n.unschedulable and not n.taints for n in cluster.nodes],
+                               dtype=bool)
+        self.schedulable = schedulable        # counted for utilization
+        self.reachable = np.array([n.ready and not n.unschedulable for n in cluster.nodes], dtype=bool)
+        self.total_gpus = int(cluster.capacity.allocatable[schedulable, self.gpu].sum()) if self.gpu is not None else 0
+        self.epoch = 0                       # completions so far: capacity grew
+        self.timeline: list[tuple[float, int]] = []
+        self.done = 0
+
+    def _metric_topology(self, name: str | None) -> TopologyTree | None:
+        if name:
+            return self.cluster.topology(name)
+        return self.cluster.topologies[min(self.cluster.topologies)] if self.cluster.topologies else None
+
+    # --- the event loop ----------------------------------------------------------------------------------
+    def run(self) -> SimulationResult:
+        arrivals = list(self.jobs)
+        arrivals.reverse()                   # pop() from the end gives submission order
+        completions: list[tuple[float, int, SimJob]] = []
+        pending: list[SimJob] = []
+        sequence = 0
+        while arrivals or completions:
+            now = min(([arrivals[-1].entry.at] if arrivals else []) +
+                      ([completions[0][0]] if completions else []))
+            while completions and completions[0][0] <= now:
+                _, _, job = heapq.heappop(completions)
+                self._finish(job)
+            while arrivals and arrivals[-1].entry.at <= now:
+                pending.append(arrivals.pop())
+            for job in list(pending):
+                if self._try(job, now):
+                    pending.remove(job)
+                    sequence += 1
+                    heapq.heappush(completions, (job.finished, sequence, job))
+            self._record(now)
+        for job in pending:
+            job.reason = job.reason or "never tried"
+        return SimulationResult(self.policy.name, self.jobs, self.timeline, self.total_gpus, self.cluster)
+
+    def _try(self, job: SimJob, now: float) -> bool:
+        if job.tried_at_epoch == self.epoch:
+            return False                     # nothing was freed since it last failed
+        job.tried_at_epoch = self.epoch
+        if job.attempts and self.gpu is not None and job.mandatory_gpus > self._free_gpus(self.reachable):
+            return False                     # cannot fit: keep the reason of the last real attempt
+        plans = []
+        for tree, needs in zip(job.trees, job.needs):
+            started = time.perf_counter()
+            plan = self.policy.place(self.cluster, tree)
+            job.plan_seconds += time.perf_counter() - started
+            job.attempts += 1
+            if not plan.placed:
+                job.reason = plan.reason or "does not fit"
+                self._release(job, plans)
+                return False
+            self._reserve(job, tree, needs, plan)
+            plans.append((tree, plan))
+        job.plans = [plan for _, plan in plans]
+        job.placed, job.finished = now, now + job.entry.duration
+        job.gpus = sum(int(needs[s.role].request[self.gpu]) for (tree, plan), needs in zip(plans, job.needs)
+                       for s in plan.slots) if self.gpu is not None else 0
+        job.locality = self._measure(job)
+        job.reason = ""
+        return True
+
+    def _measure(self, job: SimJob) -> Locality | None:
+        if len(job.trees) != 1:
+            return None
+        tree = job.trees[0]
+        topology = self.cluster.topologies.get(tree.topology) if tree.topology else self.metric_topology
+        return measure(tree, job.plans[0].slots, topology)
+
+    def _reserve(self, job: SimJob, tree: GroupTree, needs: dict[str, RoleNeeds], plan: Plan) -> None:
+        for slot, node in plan.slots.items():
+            self.cluster.reserve(_pod_key(job, tree, slot), node, needs[slot.role].request)
+
+    def _release(self, job: SimJob, plans: Sequence[tuple[GroupTree, Plan]]) -> None:
+        for tree, plan in plans:
+            for slot in plan.slots:
+                self.cluster.release(_pod_key(job, tree, slot))
+
+    def _finish(self, job: SimJob) -> None:
+        self._release(job, list(zip(job.trees, job.plans)))
+        self.epoch += 1
+        self.done += 1
+        if self.progress:
+            self.progress(self.done, len(self.jobs), job.finished)
+
+    def _free_gpus(self, nodes: np.ndarray) -> int:
+        return int(np.maximum(self.cluster.free[nodes, self.gpu], 0).sum())
+
+    def _record(self, now: float) -> None:
+        used = self.total_gpus - self._free_gpus(self.schedulable) if self.gpu is not None else 0
+        if self.timeline and self.timeline[-1][0] == now:
+            self.timeline[-1] = (now, used)
+        else:
+            self.timeline.append((now, used))
+
+
+def _pod_key(job: SimJob, tree: GroupTree, slot: Slot) -> str:
+    return f"sim/{job.key}/{tree.name}/{slot}"
+
+
+def simulate(cluster: Cluster, policy: Policy, entries: Sequence[TraceEntry],
+             progress: Progress | None = None) -> SimulationResult:
+    return Simulation(cluster, policy, entries, progress).run()

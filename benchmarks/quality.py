@@ -1,0 +1,314 @@
+"""Placement quality: our planner against a topology-blind gang policy and a Kueue-style BestFit greedy,
+on a synthetic cluster and an oversubscribed trace of a few hundred mixed jobs.
+
+    python benchmarks/quality.py [--jobs 300] [--seed 7]
+
+Cluster: 2 zones > 4 blocks > 4 racks > 8 nodes of 8 GPUs (256 nodes, 2,048 GPUs, benchmarks/synth.py);
+about one node in ten runs a long-lived pod of 2-6 GPUs, 3 nodes are NotReady and 3 tainted.
+Trace: small jobs (1-4 pods of 1-8 GPUs, rack preferred or required), medium jobs (8-32 pods of 8 GPUs,
+block or zone, half of them in segments of 8 per rack), large jobs (48-128 pods, zone or block, segments of
+8 or 16), LeaderWorkerSets (leader + 1-7 workers, rack exclusive or required); a quarter of the kubeflow
+jobs are elastic (minAvailable 50-75%). Arrivals are spread so the offered load is 1.4x the free GPUs.
+
+Writes benchmarks/out/{cluster.yaml, trace.jsonl, result-<policy>.jsonl, utilization.png} and a copy of
+the plot to docs/utilization.png; prints the comparison table (also as markdown).
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import yaml
+
+from synth import GPU, synth_cluster_objects
+
+from app.offline.metrics import measure
+from app.offline.output import comparison_table
+from app.offline.policies import POLICIES, get_policy
+from app.offline.simulate import Simulation, SimulationResult
+from app.offline.trace import parse_trace
+from topology.cluster import Cluster
+from topology.objects import ClusterObjects
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "out"
+DOCS_PLOT = ROOT / "docs" / "utilization.png"
+LOAD = 1.4
+TOPOLOGY = "default"
+
+
+# --- cluster ---------------------------------------------------------------------------------------------
+
+def background_pod(index: int, node: str, gpus: int) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"inference-{index}", "namespace": "serving"},
+            "spec": {"nodeName": node, "containers": [{"name": "server", "image": "server", "resources": {
+                "requests": {"cpu": "8", "memory": "64Gi", GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}]},
+            "status": {"phase": "Running"}}
+
+
+def cluster_objects(rng: random.Random) -> list[dict]:
+    objects = synth_cluster_objects(256, zones=2, racks_per_block=4, nodes_per_rack=8)
+    nodes = [o for o in objects if o["kind"] == "Node"]
+    picked = rng.sample(nodes, 32)
+    for i, node in enumerate(picked[:26]):
+        objects.append(background_pod(i, node["metadata"]["name"], rng.choice((2, 4, 6))))
+    for node in picked[26:29]:
+        node["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
+    for node in picked[29:]:
+        node["spec"]["taints"] = [{"key": "maintenance", "value": "nic-firmware", "effect": "NoSchedule"}]
+    return objects
+
+
+# --- trace -----------------------------------------------------------------------------------------------
+
+def container(gpus: int) -> list[dict]:
+    return [{"name": "main", "image": "trainer", "resources": {
+        "requests": {"cpu": str(gpus * 4), "memory": f"{gpus * 64}Gi", GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}]
+
+
+def topology_annotations(required: str | None, preferred: str | None) -> dict:
+    annotations = {"kai.scheduler/topology": TOPOLOGY}
+    if required:
+        annotations["kai.scheduler/topology-required-placement"] = required
+    if preferred:
+        annotations["kai.scheduler/topology-preferred-placement"] = preferred
+    return annotations if (required or preferred) else {}
+
+
+def segment_annotations(size: int, required: str | None = None, preferred: str | None = None) -> dict:
+    annotations = {"kai.scheduler/segment-size": str(size)}
+    if required:
+        annotations["kai.scheduler/segment-topology-required-placement"] = required
+    if preferred:
+        annotations["kai.scheduler/segment-topology-preferred-placement"] = preferred
+    return annotations
+
+
+def indexed_job(name: str, pods: int, gpus: int, annotations: dict, template_annotations: dict) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "research", "annotations": annotations},
+            "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed",
+                     "template": {"metadata": {"annotations": template_annotations},
+                                  "spec": {"restartPolicy": "Never", "containers": container(gpus)}}}}
+
+
+def pytorch_job(name: str, workers: int, annotations: dict, worker_annotations: dict,
+                min_available: int | None) -> dict:
+    spec: dict = {"pytorchReplicaSpecs": {
+        "Master": {"replicas": 1, "template": {"spec": {"containers": container(8)}}},
+        "Worker": {"replicas": workers, "template": {"metadata": {"annotations": worker_annotations},
+                                                     "spec": {"containers": container(8)}}}}}
+    if min_available is not None:
+        spec["runPolicy"] = {"schedulingPolicy": {"minAvailable": min_available}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": name, "namespace": "research", "annotations": annotations}, "spec": spec}
+
+
+def leader_worker_set(name: str, size: int, exclusive: bool) -> dict:
+    annotations = {"kai.scheduler/topology": TOPOLOGY}
+    if exclusive:
+        annotations["leaderworkerset.sigs.k8s.io/exclusive-topology"] = "rack"
+    else:
+        annotations["kai.scheduler/topology-required-placement"] = "rack"
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": name, "namespace": "serving", "annotations": annotations},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": {
+                "size": size, "leaderTemplate": {"spec": {"containers": container(8)}},
+                "workerTemplate": {"spec": {"containers": container(8)}}}}}
+
+
+def small_job(rng: random.Random, name: str) -> tuple[dict, int]:
+    pods, gpus = rng.choice((1, 1, 2, 2, 4)), rng.choice((1, 2, 4, 8, 8))
+    kind = rng.random()
+    required, preferred = ("rack", None) if kind < 0.2 else ((None, "rack") if kind < 0.7 else (None, None))
+    return indexed_job(name, pods, gpus, topology_annotations(required, preferred), {}), pods * gpus
+
+
+def medium_job(rng: random.Random, name: str) -> tuple[dict, int]:
+    pods = rng.choice((8, 16, 16, 24, 32))
+    kind = rng.random()
+    required, preferred = ("block", None) if kind < 0.4 else ((None, "block") if kind < 0.8 else ("zone", "block"))
+    segments = segment_annotations(8, *(("rack", None) if rng.random() < 0.5 else (None, "rack"))) \
+        if rng.random() < 0.5 else {}
+    if rng.random() < 0.5:
+        return indexed_job(name, pods, 8, topology_annotations(required, preferred), segments), pods * 8
+    elastic = rng.random() < 0.25
+    minimum = 1 + int(pods * rng.uniform(0.5, 0.75)) if elastic else None
+    return pytorch_job(name, pods, topology_annotations(required, preferred), segments, minimum), (pods + 1) * 8
+
+
+def large_job(rng: random.Random, name: str) -> tuple[dict, int]:
+    pods = rng.choice((48, 64, 64, 96, 128))
+    required, preferred = ("zone", "block") if rng.random() < 0.5 else (None, "block")
+    segments = segment_annotations(*((8, "rack") if rng.random() < 0.6 else (16, "block")))
+    elastic = rng.random() < 0.25
+    minimum = 1 + int(pods * rng.uniform(0.5, 0.75)) if elastic else None
+    return pytorch_job(name, pods - 1, topology_annotations(required, preferred), segments, minimum), pods * 8
+
+
+def serving_job(rng: random.Random, name: str) -> tuple[dict, int]:
+    size = rng.randint(2, 8)
+    return leader_worker_set(name, size, exclusive=rng.random() < 0.5), size * 8
+
+
+def trace_lines(rng: random.Random, jobs: int, free_gpus: int) -> list[str]:
+    makers = ((small_job, 0.40), (medium_job, 0.30), (large_job, 0.12), (serving_job, 0.18))
+    drawn = []
+    for i in range(jobs):
+        maker = rng.choices([m for m, _ in makers], weights=[w for _, w in makers])[0]
+        workload, gpus = maker(rng, f"{maker.__name__.split('_')[0]}-{i:03d}")
+        duration = float(round(min(6 * 3600, max(300, rng.lognormvariate(7.5, 0.9)))))
+        drawn.append((workload, gpus, duration))
+    window = sum(g * d for _, g, d in drawn) / (LOAD * free_gpus)
+    arrivals = sorted(round(rng.uniform(0, window)) for _ in drawn)
+    return [orjson.dumps({"at": at, "duration": d, "workload": w}).decode()
+            for at, (w, _, d) in zip(arrivals, drawn)]
+
+
+# --- run -------------------------------------------------------------------------------------------------
+
+def run_policy(objects: list[dict], lines: list[str], policy: str) -> tuple[SimulationResult, float]:
+    cluster = Cluster.from_objects(ClusterObjects.from_objects(objects))
+    started = time.perf_counter()
+    result = Simulation(cluster, get_policy(policy), parse_trace(lines)).run()
+    return result, time.perf_counter() - started
+
+
+def paired_locality(results: dict[str, SimulationResult], a: str, b: str) -> list[str]:
+    """Mean domains per multi-pod job and per segment, over the jobs both policies placed (the summary
+    averages over each policy's own admitted jobs, which differ)."""
+    def placed(result):
+        return {job.key: job.locality for job in result.jobs if job.placed is not None and job.locality}
+    left, right = placed(results[a]), placed(results[b])
+    common = sorted(k for k in set(left) & set(right) if left[k].pods > 1)
+    levels = results[a].summary().levels
+    lines = []
+    for what, rows in (("job", lambda loc: [loc.job_spans]), ("segment", lambda loc: loc.segment_spans)):
+        pairs = [(x, y) for k in common for x, y in zip(rows(left[k]), rows(right[k]))]
+        if not pairs:
+            continue
+        figures = ", ".join(f"{level}s {sum(x[i] for x, _ in pairs) / len(pairs):.2f} vs "
+                            f"{sum(y[i] for _, y in pairs) / len(pairs):.2f}" for i, level in enumerate(levels))
+        lines.append(f"trace runs, per {what} ({len(pairs)} {what}s of the {len(common)} multi-pod jobs both "
+                     f"placed), {a} vs {b}: {figures}")
+    return lines
+
+
+class SideBySide:
+    """Our planner, asking kueue-bestfit the same question on the same free capacity at every attempt:
+    a head-to-head free of the two runs' diverging histories."""
+
+    name = "tas"
+    description = "tas, with kueue-bestfit asked the same question"
+
+    def __init__(self) -> None:
+        self.ours, self.theirs = get_policy("tas"), get_policy("kueue-bestfit")
+        self.pairs: list[tuple] = []          # (ours Locality | None, theirs Locality | None)
+        self.only: dict[str, int] = {"tas": 0, "kueue-bestfit": 0}
+        self.theirs_breaking = 0              # kueue-only placements that break what tas enforces
+
+    def place(self, cluster, tree):
+        plan = self.ours.place(cluster, tree)
+        other = self.theirs.place(cluster, tree)
+        topology = cluster.topologies[TOPOLOGY]
+        if plan.placed and other.placed:
+            self.pairs.append((measure(tree, plan.slots, topology), measure(tree, other.slots, topology)))
+        elif plan.placed or other.placed:
+            self.only["tas" if plan.placed else "kueue-bestfit"] += 1
+            if other.placed:
+                met, total = measure(tree, other.slots, topology).required
+                self.theirs_breaking += met < total or any(g.exclusive for g in tree.groups())
+        return plan
+
+    def report(self, levels: list[str]) -> list[str]:
+        multi = [(a, b) for a, b in self.pairs if a and b and a.pods > 1]
+        lines = [f"same snapshots: {len(multi)} multi-pod gangs both placed; placed by only one: "
+                 f"tas {self.only['tas']}, kueue-bestfit {self.only['kueue-bestfit']} (attempts; "
+                 f"{self.theirs_breaking} of kueue-bestfit's break a whole-gang required level or an "
+                 f"exclusive domain)"]
+        for what, rows in (("job", lambda loc: [loc.job_spans]), ("segment", lambda loc: loc.segment_spans)):
+            pairs = [(x, y) for a, b in multi if len(rows(a)) == len(rows(b)) for x, y in zip(rows(a), rows(b))]
+            if pairs:
+                lines.append(f"  per {what} ({len(pairs)}), tas vs kueue-bestfit: " + ", ".join(
+                    f"{level}s {sum(x[i] for x, _ in pairs) / len(pairs):.2f} vs "
+                    f"{sum(y[i] for _, y in pairs) / len(pairs):.2f}" for i, level in enumerate(levels)))
+        met = [sum(a.preferred[0] for a, _ in multi), sum(b.preferred[0] for _, b in multi),
+               sum(a.preferred[1] for a, _ in multi)]
+        lines.append(f"  preferred constraints met: tas {met[0]}, kueue-bestfit {met[1]} of {met[2]}")
+        return lines
+
+
+def plot(results: dict[str, SimulationResult], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(9, 4), dpi=110)
+    for name, result in results.items():
+        times = [t / 3600 for t, _ in result.timeline]
+        shares = [100 * used / result.total_gpus for _, used in result.timeline]
+        axis.step(times, shares, where="post", label=name, linewidth=1.2)
+    axis.set_xlabel("simulated time (hours)")
+    axis.set_ylabel("GPUs in use (% of schedulable)")
+    axis.set_ylim(0, 100)
+    axis.set_title("GPU utilization over time, synthetic trace (256 nodes, 2,048 GPUs)")
+    axis.grid(alpha=0.3)
+    axis.legend(loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    rng = random.Random(args.seed)
+    objects = cluster_objects(rng)
+    probe = Cluster.from_objects(ClusterObjects.from_objects(objects))
+    gpu = probe.resources.column[GPU]
+    usable = [i for i, n in enumerate(probe.nodes) if n.ready and not n.taints and not n.unschedulable]
+    free_gpus = int(probe.free[usable, gpu].sum())
+    lines = trace_lines(rng, args.jobs, free_gpus)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "cluster.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}))
+    (OUT / "trace.jsonl").write_text("\n".join(lines) + "\n")
+    print(f"cluster: {len(probe.nodes)} nodes, {len(usable)} schedulable, {free_gpus} free GPUs; "
+          f"trace: {len(lines)} jobs, offered load {LOAD}x")
+
+    results: dict[str, SimulationResult] = {}
+    for name in POLICIES:
+        result, seconds = run_policy(objects, lines, name)
+        results[name] = result
+        with (OUT / f"result-{name}.jsonl").open("wb") as out:
+            for line in result.results():
+                out.write(orjson.dumps(line) + b"\n")
+        print(f"  {name}: simulated in {seconds:.1f} s", flush=True)
+
+    summaries = [results[name].summary() for name in POLICIES]
+    print()
+    print(comparison_table(summaries))
+    print()
+    print("\n".join(paired_locality(results, "tas", "kueue-bestfit")))
+    print()
+    print(comparison_table(summaries, markdown=True))
+    side = SideBySide()
+    Simulation(Cluster.from_objects(ClusterObjects.from_objects(objects)), side, parse_trace(lines)).run()
+    print()
+    print("\n".join(side.report(summaries[0].levels)))
+    plot(results, OUT / "utilization.png")
+    DOCS_PLOT.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(OUT / "utilization.png", DOCS_PLOT)
+    print(f"\nplot: {OUT / 'utilization.png'} (copied to {DOCS_PLOT.relative_to(ROOT)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
