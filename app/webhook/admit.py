@@ -1,0 +1,216 @@
+"""The decision for one admission request: which workload the pod belongs to, and what it gets.
+
+    pod -> owner reference -> owner object from the watch cache -> grouper identity -> injection
+
+Outcomes:
+- not a Pod CREATE, no owner, or an owner that does not opt in: allowed, unchanged;
+- invalid annotations (the grouper raises GroupingError), or segments on pods that carry no index:
+  denied (422 Invalid) with the grouper's message, which names the annotation, the value and what is valid;
+- a workload of a watched kind that the cache has not seen yet: denied (503) for a grace period, so the
+  controller retries once the watch caught up; after it, allowed unchanged with a warning. A PodGroup not
+  seen yet only gets a warning (its pods carry their grouping themselves).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.objects import ObjectCache
+from app.ports import WATCHED_KINDS
+from grouper import GroupingError, OwnerRef, identify_pod, owner_of
+from grouper.kinds import workload_shape
+from grouper.names import KUEUE_SLICE_SIZE, OPT_IN_ANNOTATIONS, POD_INDEX_LABEL, SEGMENT_SIZE
+from grouper.podgroups import is_podgroup, validate_podgroup
+from topology.tree import TopologyTree
+
+from .caches import OwnerWaits, TreeCache
+from .mutate import injection_for, pod_mutation
+from .review import AdmissionRequest
+
+DEFAULT_OWNER_GRACE = 30.0            # seconds; settings.webhook_owner_grace overrides
+SEGMENT_SIZE_KEYS = (SEGMENT_SIZE, KUEUE_SLICE_SIZE)
+SUPPORTED_KINDS = "Indexed batch/v1 Job, PyTorchJob, TFJob, JAXJob, XGBoostJob, MPIJob, LeaderWorkerSet"
+_WATCHED = {(kind.group, kind.kind) for kind in WATCHED_KINDS}
+
+
+@dataclass
+class Decision:
+    allowed: bool = True
+    operations: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    message: str | None = None
+    code: int | None = None
+    reason: str | None = None
+
+    @classmethod
+    def deny(cls, message: str, code: int, reason: str, warnings: list[str] | None = None) -> "Decision":
+        return cls(False, [], list(warnings or []), message, code, reason)
+
+
+@dataclass
+class Context:
+    """What a decision reads: the owner cache, the topology trees and the settings."""
+
+    objects: ObjectCache
+    topologies: Mapping[str, TopologyTree]
+    settings: Any
+    waits: OwnerWaits
+    trees: TreeCache
+    synced: bool = True           # False until the service's first full list of the cluster
+
+    @property
+    def owner_grace(self) -> float:
+        return float(getattr(self.settings, "webhook_owner_grace", DEFAULT_OWNER_GRACE))
+
+
+def admit(request: AdmissionRequest, context: Context) -> Decision:
+    if not _is_pod_create(request):
+        return Decision()
+    if request.object is None:
+        return Decision.deny("request.object is missing; a Pod CREATE carries the pod", 400, "BadRequest")
+    problem = _malformed_pod(request.object)
+    if problem:
+        return Decision.deny(problem, 400, "BadRequest")
+    pod = _with_namespace(request.object, request.namespace)
+    owner = owner_of(pod)
+    if owner is None:
+        return Decision(warnings=_not_grouped_note(pod, "it has no owner"))
+    owner_obj = context.objects.get(owner.kind, owner.namespace, owner.name, group=_api_group(owner.api_version))
+    if owner_obj is None or not context.synced:
+        return _owner_missing(pod, owner, context, request.dry_run)
+    if not request.dry_run:
+        context.waits.found(_owner_key(owner))
+    return _admit_member(pod, owner_obj, context)
+
+
+def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context) -> Decision:
+    try:
+        identity, warnings = _identify(pod, owner_obj, context)
+    except GroupingError as error:
+        return Decision.deny(str(error), 422, "Invalid")
+    if identity is None:
+        return Decision()
+    problem = None if is_podgroup(owner_obj) else _segments_without_index(owner_obj, identity.slot.role)
+    if problem:
+        return Decision.deny(problem, 422, "Invalid", warnings)
+    tree = context.topologies.get(identity.topology) if identity.topology else None
+    if identity.topology and tree is None:
+        warnings.append(f"topology {identity.topology!r} is not known to the extender; "
+                        f"the KAI_TOPOLOGY_* env vars are not injected")
+    settings = context.settings
+    scheduler = settings.scheduler_name if settings.set_scheduler_name and identity.topology else None
+    injection = injection_for(identity, tree, scheduler, membership=not is_podgroup(owner_obj))
+    mutation = pod_mutation(pod, injection)
+    return Decision(True, mutation.operations, warnings + mutation.warnings)
+
+
+def _identify(pod: Mapping, owner_obj: Mapping, context: Context):
+    """(identity or None, warnings). For an explicit PodGroup only the PodGroup's own warnings count:
+    the grouping sees this one pod, so notes about missing members would be noise."""
+    if is_podgroup(owner_obj):
+        identity = identify_pod(pod, owner_obj, context.topologies)
+        return identity, validate_podgroup(owner_obj, context.topologies)
+    trees = context.trees.trees(owner_obj, context.topologies)
+    identity = identify_pod(pod, owner_obj, context.topologies, trees=trees)
+    return identity, list(identity.warnings) if identity else []
+
+
+def _is_pod_create(request: AdmissionRequest) -> bool:
+    return (request.operation == "CREATE" and request.kind.kind == "Pod" and request.kind.group == ""
+            and not request.sub_resource)
+
+
+def _malformed_pod(pod: Mapping) -> str | None:
+    """The API server sends schema-valid pods; anything else gets a clear refusal, not a crash."""
+    for field_name in ("metadata", "spec"):
+        if not isinstance(pod.get(field_name) or {}, Mapping):
+            return f"request.object.{field_name} must be an object"
+    metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    for field_name in ("labels", "annotations"):
+        if not isinstance(metadata.get(field_name) or {}, Mapping):
+            return f"request.object.metadata.{field_name} must be a map of strings"
+    for list_name in ("initContainers", "containers"):
+        containers = spec.get(list_name) or []
+        if not isinstance(containers, list) or not all(isinstance(c, Mapping) for c in containers):
+            return f"request.object.spec.{list_name} must be a list of containers"
+        if not all(isinstance(c.get("env") or [], list) for c in containers):
+            return f"request.object.spec.{list_name}[].env must be a list"
+    return None
+
+
+def _with_namespace(pod: Mapping, namespace: str) -> dict:
+    """The pod as the grouper should see it: pods may arrive without metadata.namespace."""
+    metadata = dict(pod.get("metadata") or {})
+    metadata["namespace"] = metadata.get("namespace") or namespace or "default"
+    return {**pod, "metadata": metadata}
+
+
+def _api_group(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+
+
+def _owner_key(owner: OwnerRef) -> str:
+    return f"{owner.kind}.{_api_group(owner.api_version)}/{owner.namespace}/{owner.name}"
+
+
+def _annotations(pod: Mapping) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("annotations") or {}
+
+
+def _owner_missing(pod: Mapping, owner: OwnerRef, context: Context, dry_run: bool) -> Decision:
+    if (_api_group(owner.api_version), owner.kind) not in _WATCHED:
+        return _unwatched_owner(pod, owner)
+    described = f"{owner.kind} {owner.namespace}/{owner.name}"
+    if owner.kind == "PodGroup":
+        # pods name their PodGroup themselves and may be applied before it (kubectl apply -f of both,
+        # no controller to retry); they carry their grouping already and only miss the topology env
+        return Decision(warnings=[f"{described} not seen by the webhook yet; pod admitted without the "
+                                  f"KAI_TOPOLOGY_* env vars"])
+    waited = context.waits.waited(_owner_key(owner), record=not dry_run)
+    if waited < context.owner_grace:
+        why = ("the webhook has not finished its first sync of the cluster" if not context.synced else
+               f"the owner {described} of this pod is not in the webhook's cache yet (its watch lags behind "
+               f"the controller)")
+        return Decision.deny(
+            f"{why}; retry shortly: the pod is admitted with its segment and topology settings once "
+            f"{described} is seen, or unchanged after {context.owner_grace:g}s", 503, "ServiceUnavailable")
+    return Decision(warnings=[f"{described} not seen by the webhook for {waited:.0f}s; pod admitted without "
+                              f"segment labels and KAI_* env vars"])
+
+
+def _unwatched_owner(pod: Mapping, owner: OwnerRef) -> Decision:
+    """A pod of a kind the extender does not watch (StatefulSet, RayCluster, ...): it cannot be grouped.
+    Segment annotations there are an error when nothing could index the pods, else only a note."""
+    annotations = _annotations(pod)
+    size_key = next((key for key in SEGMENT_SIZE_KEYS if key in annotations), None)
+    if size_key is not None and POD_INDEX_LABEL not in annotations:
+        return Decision.deny(
+            f"{owner.kind} {owner.namespace}/{owner.name}: annotation {size_key}={annotations[size_key]!r} "
+            f"is invalid here: {owner.kind} is not a supported kind and its pods carry no index; set "
+            f"{POD_INDEX_LABEL} to the pod label that holds each pod's index, or use a supported kind "
+            f"({SUPPORTED_KINDS})", 422, "Invalid")
+    return Decision(warnings=_not_grouped_note(pod, f"its owner kind {owner.kind} is not watched by the extender"))
+
+
+def _not_grouped_note(pod: Mapping, why: str) -> list[str]:
+    present = sorted(key for key in OPT_IN_ANNOTATIONS if key in _annotations(pod))
+    if not present:
+        return []
+    return [f"{', '.join(present)} ignored: {why}, so the pod is not part of a placed gang"]
+
+
+def _segments_without_index(workload: Mapping, role_name: str) -> str | None:
+    """Segment annotations on a role whose pods carry no index (a non-Indexed Job, a custom kind
+    without pod-index-label): the grouper can only ignore them, the webhook refuses them."""
+    role = workload_shape(workload).role(role_name)
+    if role is None or role.index_label is not None:
+        return None
+    size_key = next((key for key in SEGMENT_SIZE_KEYS if key in role.annotations), None)
+    if size_key is None:
+        return None
+    metadata = workload.get("metadata") or {}
+    return (f"{workload.get('kind')} {metadata.get('namespace') or 'default'}/{metadata.get('name')}: annotation "
+            f"{size_key}={role.annotations[size_key]!r} on {role.field} is invalid: the pods of this role carry "
+            f"no index; set {POD_INDEX_LABEL} to the pod label that holds each pod's index, or use a kind that "
+            f"numbers its pods ({SUPPORTED_KINDS})")
