@@ -41,8 +41,10 @@ class Cluster:
         self.node_index = {node.name: i for i, node in enumerate(self.nodes)}
         self.node_names = [node.name for node in self.nodes]
         self.resources = ResourceIndex(name for node in self.nodes for name in node.allocatable)
-        allocatable = np.array([self.resources.vector(n.allocatable) for n in self.nodes], dtype=np.int64)
-        self.capacity = Capacity(allocatable.reshape(len(self.nodes), len(self.resources)))
+        allocatable = np.zeros((len(self.nodes), len(self.resources)), dtype=np.int64)
+        for column, resource in enumerate(self.resources.names):
+            allocatable[:, column] = [n.allocatable.get(resource, 0) for n in self.nodes]
+        self.capacity = Capacity(allocatable)
         self.topology_objects = list(topology_objects)
         self.topologies, self.topology_errors = build_trees(self.topology_objects, self.nodes)
         self.pods: dict[str, Usage] = {}
@@ -86,7 +88,10 @@ class Cluster:
         node = self.node_index.get(pod["spec"]["nodeName"])
         if node is None:
             return False
-        request = self.resources.vector(pod_requests(pod["spec"]))
+        try:
+            request = self.resources.vector(pod_requests(pod["spec"]))
+        except ValueError as err:
+            raise ValueError(f"Pod {key}: {err}") from err
         self.pods[key] = Usage(node, request)
         self.capacity.use(node, request)
         return True
@@ -99,8 +104,8 @@ class Cluster:
     # --- reservations held by plans -----------------------------------------------------------------
     def reserve(self, key: str, node: int, request: np.ndarray) -> None:
         self.release(key)
-        self.reservations[key] = Usage(node, np.asarray(request, dtype=np.int64))
-        self.capacity.reserve(node, request)
+        usage = self.reservations[key] = Usage(node, np.asarray(request, dtype=np.int64))
+        self.capacity.reserve(node, usage.request)
 
     def release(self, key: str) -> None:
         usage = self.reservations.pop(key, None)

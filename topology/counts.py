@@ -1,6 +1,9 @@
 """Vectorized per-node and per-domain questions the planner asks of a topology and a free matrix."""
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
+
 import numpy as np
 
 from .tree import TopologyTree
@@ -21,13 +24,14 @@ def pods_per_node(free: np.ndarray, request: np.ndarray, usable: np.ndarray | No
 
 
 def sum_by_level(tree: TopologyTree, per_node: np.ndarray) -> list[np.ndarray]:
-    """Per-node values summed into every domain, one array per level (non-members count nothing)."""
+    """Per-node values summed into every domain, one array per level (non-members count nothing).
+    Sums are exact int64 (no float rounding, so byte counts of large clusters stay right)."""
+    plan = _sum_plan(tree)
     finest = tree.depth - 1
-    members = tree.member
     sums: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * tree.depth
-    sums[finest] = _bincount(tree.node_domain[finest][members], per_node[members], tree.domain_count(finest))
+    sums[finest] = _reduce(np.asarray(per_node, dtype=np.int64)[plan.members_by_domain], plan.node_starts)
     for level in range(finest, 0, -1):
-        sums[level - 1] = _bincount(tree.parent[level], sums[level], tree.domain_count(level - 1))
+        sums[level - 1] = _reduce(sums[level][plan.children_by_parent[level]], plan.child_starts[level])
     return sums
 
 
@@ -35,18 +39,66 @@ def segments_by_level(tree: TopologyTree, per_node: np.ndarray, segment_level: i
                       segment_size: int) -> list[np.ndarray | None]:
     """Whole segments of `segment_size` pods that fit per domain: floor(pods / size) at the segment
     level, summed upward; levels finer than the segment level have None (a segment may not span them)."""
+    if not 0 <= segment_level < tree.depth:
+        raise ValueError(f"segment_level {segment_level} is not a level of topology {tree.name!r} "
+                         f"(0..{tree.depth - 1})")
+    if segment_size < 1:
+        raise ValueError(f"segment_size must be at least 1, got {segment_size}")
+    plan = _sum_plan(tree)
     pods = sum_by_level(tree, per_node)
     result: list[np.ndarray | None] = [None] * tree.depth
     result[segment_level] = pods[segment_level] // segment_size
     for level in range(segment_level, 0, -1):
-        result[level - 1] = _bincount(tree.parent[level], result[level], tree.domain_count(level - 1))
+        result[level - 1] = _reduce(result[level][plan.children_by_parent[level]], plan.child_starts[level])
     return result
 
 
 def _bincount(index: np.ndarray, weights: np.ndarray, length: int) -> np.ndarray:
-    if index.size == 0:
-        return np.zeros(length, dtype=np.int64)
-    return np.bincount(index, weights=weights.astype(np.float64), minlength=length).astype(np.int64)
+    """Exact int64 sums of `weights` grouped by `index` (np.bincount would go through float64)."""
+    sums = np.zeros(length, dtype=np.int64)
+    np.add.at(sums, index, weights.astype(np.int64, copy=False))
+    return sums
+
+
+@dataclass(frozen=True)
+class _SumPlan:
+    """Orders that put the members of each domain next to each other, so np.add.reduceat sums them."""
+
+    members_by_domain: np.ndarray            # member nodes ordered by their finest domain
+    node_starts: np.ndarray                  # where each finest domain starts in that order
+    children_by_parent: list[np.ndarray]     # per level: its domains ordered by parent
+    child_starts: list[np.ndarray]           # per level: where each parent's children start
+
+
+_PLANS: "weakref.WeakKeyDictionary[TopologyTree, _SumPlan]" = weakref.WeakKeyDictionary()
+
+
+def _sum_plan(tree: TopologyTree) -> _SumPlan:
+    plan = _PLANS.get(tree)
+    if plan is None:
+        members = np.flatnonzero(tree.member)
+        order, starts = _grouping(tree.node_domain[-1][members], tree.domain_count(tree.depth - 1))
+        by_parent, child_starts = [np.empty(0, dtype=np.intp)], [np.empty(0, dtype=np.intp)]
+        for level in range(1, tree.depth):
+            level_order, level_starts = _grouping(tree.parent[level], tree.domain_count(level - 1))
+            by_parent.append(level_order)
+            child_starts.append(level_starts)
+        plan = _PLANS[tree] = _SumPlan(members[order], starts, by_parent, child_starts)
+    return plan
+
+
+def _grouping(index: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """A stable order of `index` and the start of each of the `length` groups (every group is non-empty
+    in a tree: a domain exists only because some member node lies inside it)."""
+    order = np.argsort(index, kind="stable")
+    starts = np.searchsorted(index[order], np.arange(length))
+    return order, starts
+
+
+def _reduce(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    if starts.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.add.reduceat(values, starts)
 
 
 def hop_distances(tree: TopologyTree, level: int, index: int) -> np.ndarray:
@@ -70,9 +122,12 @@ def hop_distances(tree: TopologyTree, level: int, index: int) -> np.ndarray:
 
 
 def hop_distance(tree: TopologyTree, a: tuple[int, int], b: tuple[int, int]) -> int:
-    """Edges between two places, each (level, index) with level == depth meaning a node."""
+    """Edges between two places, each (level, index) with level == depth meaning a node; -1 when either
+    is a node outside the topology (as in hop_distances)."""
     if a == b:
         return 0
+    if any(level == tree.depth and not tree.member[index] for level, index in (a, b)):
+        return -1
     path_a, path_b = _ancestry(tree, *a), _ancestry(tree, *b)
     shared = 0
     for x, y in zip(path_a, path_b):

@@ -26,10 +26,18 @@ class NodeInfo:
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         allocatable = status.get("allocatable") or status.get("capacity") or {}
+        name = metadata.get("name")
+        if not name:
+            raise ValueError("Node without metadata.name")
+        try:
+            units = {resource: resource_units(resource, value) for resource, value in allocatable.items()}
+        except ValueError as err:
+            raise ValueError(f"Node {name!r} status.allocatable: {err}") from err
         return cls(
-            name=metadata["name"],
-            labels=dict(metadata.get("labels") or {}),
-            allocatable={name: resource_units(name, value) for name, value in allocatable.items()},
+            name=name,
+            # hand-written files may leave label values unquoted (rack: 1); Kubernetes holds strings
+            labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
+            allocatable=units,
             ready=_is_ready(status),
             unschedulable=bool(spec.get("unschedulable")),
             taints=tuple(t for t in spec.get("taints") or [] if t.get("effect") in BLOCKING_EFFECTS),
@@ -88,7 +96,8 @@ def _affinity_matches(labels: Mapping[str, str], spec: Mapping) -> bool:
     if not terms:
         return True
     return any(
-        all(_expression_matches(labels, e) for e in term.get("matchExpressions") or [])
+        (term.get("matchExpressions") or term.get("matchFields"))    # an empty term matches no node
+        and all(_expression_matches(labels, e) for e in term.get("matchExpressions") or [])
         and all(_field_matches(labels, e) for e in term.get("matchFields") or [])
         for term in terms
     )

@@ -5,6 +5,7 @@ both rounded up like Quantity.MilliValue() / Quantity.Value().
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -50,10 +51,19 @@ def parse_quantity(text: str | int | float) -> Fraction:
 
 def resource_units(resource: str, quantity: str | int | float) -> int:
     """Integer amount in the unit the capacity matrices use: millicores for cpu, whole units otherwise."""
+    if isinstance(quantity, (str, int, float)):
+        return _cached_units(resource, quantity)
+    return _units(resource, quantity)          # e.g. a mapping by mistake: parse_quantity says what is wrong
+
+
+def _units(resource: str, quantity: str | int | float) -> int:
     value = parse_quantity(quantity)
     if resource == "cpu":
         value *= 1000
     return math.ceil(value)
+
+
+_cached_units = functools.lru_cache(maxsize=4096, typed=True)(_units)   # nodes repeat the same few strings
 
 
 def format_units(resource: str, units: int) -> str:

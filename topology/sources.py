@@ -35,18 +35,15 @@ def label_levels(obj: Mapping) -> list[Level]:
 
 def label_paths(nodes: Sequence[NodeInfo], levels: Sequence[Level]) -> tuple[list, dict[str, str]]:
     """Each node's label values along the levels, or None (with the reason) when one is missing."""
-    paths: list = []
+    columns = [[n.labels.get(HOSTNAME_LABEL, n.name) for n in nodes] if level.key == HOSTNAME_LABEL
+               else [n.labels.get(level.key) for n in nodes] for level in levels]     # column by column: fast
+    paths: list = list(zip(*columns)) if columns else [()] * len(nodes)
     excluded: dict[str, str] = {}
-    for node in nodes:
-        labels = node.labels
-        if HOSTNAME_LABEL not in labels:
-            labels = {**labels, HOSTNAME_LABEL: node.name}
-        missing = [level.key for level in levels if level.key not in labels]
-        if missing:
-            excluded[node.name] = f"missing level label {missing[0]}"
-            paths.append(None)
-        else:
-            paths.append(tuple(labels[level.key] for level in levels))
+    for level, column in zip(levels, columns):
+        for i in [i for i, value in enumerate(column) if value is None]:
+            if paths[i] is not None:                 # the first missing label is the reason
+                excluded[nodes[i].name] = f"missing level label {level.key}"
+                paths[i] = None
     return paths, excluded
 
 
@@ -75,10 +72,13 @@ def _selector_matches(selector: Mapping, name: str, labels: Mapping[str, str]) -
 def _tier(obj: Mapping) -> int:
     spec = obj.get("spec") or {}
     try:
-        return int(spec.get("tier"))
+        tier = int(spec.get("tier"))
+        if tier >= 1:
+            return tier
     except (TypeError, ValueError):
-        raise TopologyError(f"HyperNode {obj['metadata']['name']!r}: spec.tier must be an integer >= 1, "
-                            f"got {spec.get('tier')!r}") from None
+        pass
+    raise TopologyError(f"HyperNode {obj['metadata']['name']!r}: spec.tier must be an integer >= 1, "
+                        f"got {spec.get('tier')!r}")
 
 
 def tree_from_hypernodes(hypernodes: Sequence[Mapping], nodes: Sequence[NodeInfo],

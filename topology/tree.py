@@ -3,7 +3,8 @@
 Levels run from the coarsest (index 0, e.g. zone) to the finest (e.g. rack or hostname). Nodes sit one
 step below the finest level; a virtual root sits one step above level 0, so hop distances are defined
 between any two members. Domain ids are the path of values from the top ("zone-a/block-1/rack-2"), so
-equal values under different parents are different domains.
+equal values under different parents are different domains. Within a level, domains are ordered by
+parent, then by value in natural order (rack-2 before rack-10), so the children of a domain are adjacent.
 """
 from __future__ import annotations
 
@@ -34,8 +35,18 @@ class Level:
         return self.alias or self.key
 
 
-def _natural_key(text: str) -> list:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _number(match: re.Match) -> str:
+    digits = match.group().lstrip("0") or "0"
+    return f"\0{len(digits):c}{digits}"          # shorter numbers first, then digit by digit
+
+
+def _natural_key(text: str) -> str:
+    """Sorts like rack-2 < rack-10 (numbers by value). A string key compares much faster than a list;
+    the text itself breaks ties such as rack-01 / rack-1, so the order never depends on set order."""
+    return _DIGITS.sub(_number, text) + "\0\0" + text
 
 
 class TopologyTree:
@@ -58,19 +69,31 @@ class TopologyTree:
         self.domain_ids: list[list[str]] = []
         self.domain_index: list[dict[str, int]] = []
         members = np.flatnonzero(self.member)
+        member_paths = [paths[i] for i in members]
+        above = np.zeros(len(members), dtype=np.int64)     # each member's domain one level up
+        above_ids: list[str] = []
         for level in range(depth):
-            ids = ["/".join(paths[i][: level + 1]) for i in members]
-            unique = sorted(set(ids), key=_natural_key)
-            index = {domain_id: i for i, domain_id in enumerate(unique)}
+            # Domains sort by their parent, then by value in natural order: children stay together.
+            values = [path[level] for path in member_paths]
+            ranked = sorted(set(values), key=_natural_key)
+            rank = {value: i for i, value in enumerate(ranked)}
+            codes = np.fromiter((rank[v] for v in values), dtype=np.int64, count=len(values))
+            width = max(len(ranked), 1)
+            keys, inverse = np.unique(above * width + codes, return_inverse=True)
+            parents, value_codes = (keys // width).tolist(), (keys % width).tolist()
+            if level == 0:
+                unique = [ranked[c] for c in value_codes]
+                parent = np.full(len(keys), -1, dtype=np.int32)
+            else:
+                unique = [f"{above_ids[p]}/{ranked[c]}" for p, c in zip(parents, value_codes)]
+                parent = np.asarray(parents, dtype=np.int32).reshape(len(keys))
             node_domain = np.full(len(paths), -1, dtype=np.int32)
-            node_domain[members] = np.fromiter((index[d] for d in ids), dtype=np.int32, count=len(ids))
-            parent = np.full(len(unique), -1, dtype=np.int32)
-            if level > 0:
-                parent[node_domain[members]] = self.node_domain[level - 1][members]
+            node_domain[members] = inverse.reshape(len(members))
             self.node_domain.append(node_domain)
             self.parent.append(parent)
             self.domain_ids.append(unique)
-            self.domain_index.append(index)
+            self.domain_index.append({domain_id: i for i, domain_id in enumerate(unique)})
+            above, above_ids = inverse.reshape(len(members)).astype(np.int64), unique
 
     # --- names -------------------------------------------------------------------------------
     @property

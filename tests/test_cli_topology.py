@@ -1,0 +1,106 @@
+"""`tas-extender topology`: the demo tree with capacities, cluster files, and clear errors (exit 2)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from app.cli import main
+from topology.demo import demo_objects
+
+
+def run(capsys, *argv):
+    code = main(["topology", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_demo_shows_racks_capacities_and_node_states(capsys):
+    code, out, err = run(capsys, "--demo")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].startswith("topology default (kai.scheduler/v1alpha1/Topology): zone > block > rack > host")
+    assert "[nvidia.com/gpu free/total]" in lines[0]
+
+    def figure(name):
+        return next(line.split()[1] for line in lines if line.split()[0] == name)
+
+    assert figure("zone-a") == "112/128"          # 128 GPUs; 4 + 4 + 8 in use
+    assert figure("a-block-1-rack-1") == "24/32"
+    assert figure("b-block-2-rack-1") == "16/32"
+    assert figure("node-09") == "0/8"
+    assert any("node-16 NotReady" in line for line in lines)
+    assert any("node-24 tainted maintenance" in line for line in lines)
+    assert any(line.startswith("topology kueue-default (kueue.x-k8s.io/v1beta1/Topology)") for line in lines)
+
+
+def test_demo_is_the_default_and_other_resources_can_be_shown(capsys):
+    assert run(capsys)[1] == run(capsys, "--demo")[1]
+    code, out, _ = run(capsys, "--resource", "memory")
+    assert code == 0 and "[memory free/total]" in out
+    assert "16192Gi/16Ti" in out     # zone-a: 16 nodes x 1Ti; 3 pods x 64Gi in use
+
+
+def test_an_unknown_resource_lists_the_valid_ones(capsys):
+    code, out, err = run(capsys, "--resource", "example.com/fpga")
+    assert code == 2 and out == ""
+    assert "example.com/fpga" in err and "cpu, memory, pods, nvidia.com/gpu" in err
+
+
+def test_a_cluster_file(tmp_path, capsys):
+    objects = [o for o in demo_objects() if o["kind"] != "Pod"]
+    objects[0]["metadata"]["labels"].pop("network.example.com/rack")
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    code, out, err = run(capsys, "--cluster", str(path))
+    assert code == 0, err
+    assert "a-block-1-rack-1                        24/24" in out
+    assert "1 node(s) left out: node-01 (missing level label network.example.com/rack)" in out
+
+
+def test_a_cluster_file_without_topologies(tmp_path, capsys):
+    path = tmp_path / "nodes.yaml"
+    path.write_text("kind: Node\nmetadata: {name: a}\nstatus: {allocatable: {cpu: '2'}}\n")
+    code, out, _ = run(capsys, "--cluster", str(path))
+    assert code == 0 and "no Topology objects found" in out
+
+
+def test_an_invalid_topology_is_reported(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text("kind: Node\nmetadata: {name: a}\n---\n"
+                    "apiVersion: kai.scheduler/v1alpha1\nkind: Topology\nmetadata: {name: t}\nspec: {levels: []}\n")
+    code, out, _ = run(capsys, "--cluster", str(path))
+    assert code == 0 and "topology t: INVALID: Topology 't': spec.levels must list" in out
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read cluster file"),
+    ("kind: [oops", "not valid YAML or JSON"),
+    ("- 1\n", "expected a Kubernetes object"),
+    ("kind: Node\nmetadata: {name: a}\nstatus: {allocatable: {cpu: two}}\n", "Node 'a' status.allocatable"),
+    ("kind: Node\nmetadata: {labels: {a: b}}\n", "Node without metadata.name"),
+    ("kind: Node\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: {name: p}\n"
+     "spec: {nodeName: a, containers: [{resources: {requests: {memory: 1GB}}}]}\n", "Pod default/p"),
+])
+def test_a_bad_cluster_file_exits_2_with_a_clear_message(tmp_path, capsys, content, message):
+    path = tmp_path / "cluster.yaml"
+    if content is not None:
+        path.write_text(content)
+    code, out, err = run(capsys, "--cluster", str(path))
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and str(path) in err and message in err
+    assert "Traceback" not in err
+
+
+def test_demo_and_cluster_are_exclusive(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["topology", "--demo", "--cluster", "x.yaml"])
+    assert exit_info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_the_console_script_runs():
+    result = subprocess.run([sys.executable, "-m", "app.cli", "topology", "--demo"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "a-block-2-rack-2" in result.stdout

@@ -1,0 +1,203 @@
+"""The cluster model: free = allocatable - bound non-terminated pods - reservations, kept incrementally."""
+import numpy as np
+import pytest
+
+from topology.cluster import Cluster, pod_key
+from topology.nodes import NodeInfo, PodPlacementRules
+from topology.objects import ClusterObjects
+
+GPU = "nvidia.com/gpu"
+GI = 2**30
+
+
+def node_info(name, gpus=8, rack="r1", **kwargs):
+    return NodeInfo(name, {"rack": rack}, {"cpu": 32_000, "memory": 256 * GI, GPU: gpus, "pods": 110}, **kwargs)
+
+
+def pod(name, node, gpus=1, cpu="1", phase="Running", namespace="ml"):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"nodeName": node, "containers": [
+                {"name": "c", "resources": {"requests": {"cpu": cpu}, "limits": {GPU: str(gpus)}}}]},
+            "status": {"phase": phase}}
+
+
+TOPOLOGY = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "racks"},
+            "spec": {"levels": [{"nodeLabel": "rack", "alias": "rack"}]}}
+
+
+def cluster():
+    return Cluster([node_info("n2", rack="r2"), node_info("n1"), node_info("n3", gpus=4, rack="r2")], [TOPOLOGY])
+
+
+def free(c, node, resource=GPU):
+    return int(c.free[c.node_index[node], c.resources.column[resource]])
+
+
+def test_nodes_are_sorted_by_name_and_matrices_follow():
+    c = cluster()
+    assert c.node_names == ["n1", "n2", "n3"]
+    assert c.resources.names == ("cpu", "memory", "pods", GPU)
+    assert c.capacity.allocatable[:, c.resources.column[GPU]].tolist() == [8, 8, 4]
+    assert c.free.dtype == np.int64 and c.free.shape == (3, 4)
+    assert np.array_equal(c.free, c.capacity.allocatable)
+
+
+def test_bound_running_pods_use_capacity():
+    c = cluster()
+    assert c.add_pod(pod("a", "n1", gpus=3, cpu="1.5"))
+    assert free(c, "n1") == 5 and free(c, "n1", "cpu") == 30_500 and free(c, "n1", "pods") == 109
+    assert c.pods["ml/a"].node == 0
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_terminated_pods_use_nothing(phase):
+    c = cluster()
+    assert not c.add_pod(pod("done", "n1", phase=phase))
+    assert free(c, "n1") == 8 and c.pods == {}
+
+
+def test_unbound_and_unknown_node_pods_use_nothing():
+    c = cluster()
+    pending = pod("p", "n1")
+    del pending["spec"]["nodeName"]
+    assert not c.add_pod(pending)
+    assert not c.add_pod(pod("elsewhere", "gone-node"))
+    assert np.array_equal(c.free, c.capacity.allocatable)
+
+
+def test_pod_updates_replace_and_deletes_give_back():
+    c = cluster()
+    tree, matrix = c.topology("racks"), c.free
+    c.add_pod(pod("a", "n1", gpus=2))
+    c.add_pod(pod("a", "n1", gpus=2))                       # the same pod again: counted once
+    assert free(c, "n1") == 6
+    c.add_pod(pod("a", "n1", gpus=2, phase="Succeeded"))    # it finished
+    assert free(c, "n1") == 8 and "ml/a" not in c.pods
+    c.add_pod(pod("b", "n2", gpus=4))
+    c.remove_pod("ml/b")
+    c.remove_pod("ml/never-seen")
+    assert np.array_equal(c.free, c.capacity.allocatable)
+    assert not c.capacity.used.any()
+    assert c.topology("racks") is tree and c.free is matrix           # updated in place, nothing rebuilt
+
+
+def test_pod_key():
+    assert pod_key({"metadata": {"name": "x", "namespace": "ns"}}) == "ns/x"
+    assert pod_key({"metadata": {"name": "x"}}) == "default/x"
+
+
+def test_reservations_are_held_and_released():
+    c = cluster()
+    c.add_pod(pod("a", "n1", gpus=2))
+    request = c.resources.vector({GPU: 4, "pods": 1})
+    c.reserve("plan-1/worker-0", 0, request)
+    assert free(c, "n1") == 2 and int(c.capacity.reserved[0, c.resources.column[GPU]]) == 4
+    c.reserve("plan-1/worker-0", 1, [0, 0, 1, 4])            # moved to n2, as a plain list
+    assert free(c, "n1") == 6 and free(c, "n2") == 4
+    c.release("plan-1/worker-0")
+    c.release("plan-1/worker-0")                             # twice is harmless
+    assert free(c, "n2") == 8 and not c.capacity.reserved.any()
+
+
+def test_free_is_allocatable_minus_pods_minus_reservations():
+    c = cluster()
+    for i, (node, gpus) in enumerate([("n1", 1), ("n1", 2), ("n2", 3), ("n3", 4)]):
+        c.add_pod(pod(f"p{i}", node, gpus=gpus))
+    c.reserve("r", 2, c.resources.vector({GPU: 1}))
+    c.remove_pod("ml/p1")
+    gpu = c.resources.column[GPU]
+    assert c.free[:, gpu].tolist() == [7, 5, -1]              # overcommitted nodes go negative
+    assert np.array_equal(c.free, c.capacity.allocatable - c.capacity.used - c.capacity.reserved)
+
+
+def test_snapshot_is_a_private_copy():
+    c = cluster()
+    snapshot = c.capacity.snapshot()
+    snapshot[0, :] = 0
+    c.add_pod(pod("a", "n2", gpus=8))
+    assert free(c, "n1") == 8 and int(snapshot[1, c.resources.column[GPU]]) == 8
+
+
+def test_rebuilt_carries_pods_and_reservations_by_node_name():
+    c = cluster()
+    c.add_pod(pod("a", "n2", gpus=2))
+    c.add_pod(pod("b", "n3", gpus=1))
+    c.reserve("r", c.node_index["n2"], c.resources.vector({GPU: 3}))
+    fresh = c.rebuilt(nodes=[node_info("n0"), node_info("n2", rack="r9"), node_info("n3", gpus=4)])
+    assert fresh.node_names == ["n0", "n2", "n3"]
+    assert free(fresh, "n2") == 3 and free(fresh, "n3") == 3 and free(fresh, "n0") == 8
+    assert set(fresh.pods) == {"ml/a", "ml/b"} and set(fresh.reservations) == {"r"}
+    assert fresh.topology("racks").node_path(fresh.node_index["n2"]) == ["r9"]
+    gone = c.rebuilt(nodes=[node_info("n1")])                 # pods of removed nodes are dropped
+    assert gone.pods == {} and gone.reservations == {}
+    assert free(c, "n2") == 3                                # the original is untouched
+
+
+def test_rebuilt_with_other_topologies():
+    c = cluster()
+    c.add_pod(pod("a", "n1", gpus=2))
+    fresh = c.rebuilt(topology_objects=[])
+    assert fresh.topologies == {} and free(fresh, "n1") == 6
+
+
+def test_update_node_status_in_place():
+    c = cluster()
+    rules = PodPlacementRules()
+    assert c.usable(rules).tolist() == [True, True, True]
+    assert c.update_node_status(node_info("n2", rack="r2", ready=False))
+    assert c.usable(rules).tolist() == [True, False, True]
+    taint = {"key": "maintenance", "effect": "NoSchedule"}
+    assert c.update_node_status(node_info("n2", rack="r2", taints=(taint,)))
+    assert c.usable(rules).tolist() == [True, False, True]
+    assert c.usable(PodPlacementRules(tolerations=({"operator": "Exists"},))).tolist() == [True, True, True]
+    assert c.update_node_status(node_info("n2", rack="r2"))
+    assert c.usable(rules).tolist() == [True, True, True]
+    assert c.nodes[1].taints == ()
+
+
+def test_update_node_status_refuses_label_or_capacity_changes():
+    c = cluster()
+    assert not c.update_node_status(node_info("n2", rack="r7"))
+    assert not c.update_node_status(node_info("n2", rack="r2", gpus=4))
+    assert not c.update_node_status(node_info("unknown"))
+    assert c.nodes[1].labels == {"rack": "r2"}
+
+
+def test_from_objects_loads_a_dump():
+    text = """
+kind: List
+items:
+- kind: Node
+  metadata: {name: n1, labels: {rack: r1}}
+  status: {allocatable: {cpu: "4", memory: 16Gi, pods: "10"}}
+- kind: Pod
+  metadata: {name: web, namespace: shop}
+  spec: {nodeName: n1, containers: [{name: c, resources: {requests: {cpu: 500m, memory: 1Gi}}}]}
+  status: {phase: Running}
+- apiVersion: kueue.x-k8s.io/v1beta2
+  kind: Topology
+  metadata: {name: racks}
+  spec: {levels: [{nodeLabel: rack}]}
+"""
+    c = Cluster.from_objects(ClusterObjects.from_text(text))
+    assert c.resources.as_dict(c.free[0]) == {"cpu": 3500, "memory": 15 * GI, "pods": 9}
+    assert list(c.topologies) == ["racks"]
+
+
+def test_a_pod_with_a_bad_quantity_names_the_pod():
+    c = cluster()
+    with pytest.raises(ValueError, match="Pod ml/bad: .*'lots'"):
+        c.add_pod(pod("bad", "n1", cpu="lots"))
+    assert np.array_equal(c.free, c.capacity.allocatable)
+
+
+def test_the_demo_cluster(demo_cluster):
+    c = demo_cluster
+    assert len(c.nodes) == 32 and sorted(c.topologies) == ["default", "kueue-default"]
+    assert c.topology_errors == {}
+    unusable = [c.node_names[i] for i in np.flatnonzero(~c.usable(PodPlacementRules()))]
+    assert unusable == ["node-16", "node-24"]                     # NotReady, tainted
+    tree = c.topology("default")
+    assert [tree.domain_count(level) for level in range(tree.depth)] == [2, 4, 8, 32]
+    gpu = c.resources.column[GPU]
+    assert int(c.free[:, gpu].sum()) == 256 - 36                 # 7 pods hold 36 GPUs
