@@ -26,7 +26,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from asgi import post  # noqa: E402
 from app.server import create_app  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from grouper import expand_pods  # noqa: E402
@@ -85,29 +87,10 @@ class Caller:
         self.app = app
 
     async def mutate(self, body: bytes) -> tuple[float, float, dict]:
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-                 "scheme": "https", "path": "/mutate", "raw_path": b"/mutate", "root_path": "",
-                 "query_string": b"", "server": ("bench", 443), "client": ("apiserver", 1), "app": self.app,
-                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
-        chunks: list[bytes] = []
-        delivered = False
-
-        async def receive():
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await asyncio.sleep(3600)
-            return {"type": "http.disconnect"}
-
-        async def send(message):
-            if message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-
         started, cpu_started = time.perf_counter(), time.thread_time()
-        await self.app(scope, receive, send)
+        answer = await post(self.app, "/mutate", body, scheme="https")
         elapsed, cpu = time.perf_counter() - started, time.thread_time() - cpu_started
-        return elapsed, cpu, orjson.loads(b"".join(chunks))
+        return elapsed, cpu, orjson.loads(answer)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -26,6 +26,9 @@ class PlanInput:
     # Per level, a bool mask over domains that hold pods of other gangs (for exclusive placement).
     occupied: list[np.ndarray] | None = None
     excluded: dict[str, int] = field(default_factory=dict)   # reason -> nodes excluded (for refusals)
+    unplaceable: dict[str, str] = field(default_factory=dict)  # role -> why no node can ever hold it
+    max_candidates: int = 8                # candidate domains tried per group and level (bounds plan time)
+    search_budget: int | None = None       # candidate tries before the search turns greedy (None: automatic)
 
 
 @dataclass
@@ -34,6 +37,7 @@ class GroupPlacement:
     level: str | None = None               # the level name the group is confined to (None: unconstrained)
     domain: str | None = None              # domain id (path of values) at that level
     spans: dict[str, int] = field(default_factory=dict)     # level name -> domains used at that level
+    pods: int = 0                          # pods of the group's subtree in the plan (bound ones included)
 
 
 @dataclass

@@ -28,7 +28,6 @@ from .caches import OwnerWaits, TreeCache
 from .mutate import injection_for, pod_mutation
 from .review import AdmissionRequest
 
-DEFAULT_OWNER_GRACE = 30.0            # seconds; settings.webhook_owner_grace overrides
 SEGMENT_SIZE_KEYS = (SEGMENT_SIZE, KUEUE_SLICE_SIZE)
 SUPPORTED_KINDS = "Indexed batch/v1 Job, PyTorchJob, TFJob, JAXJob, XGBoostJob, MPIJob, LeaderWorkerSet"
 _WATCHED = {(kind.group, kind.kind) for kind in WATCHED_KINDS}
@@ -61,7 +60,7 @@ class Context:
 
     @property
     def owner_grace(self) -> float:
-        return float(getattr(self.settings, "webhook_owner_grace", DEFAULT_OWNER_GRACE))
+        return float(self.settings.webhook_owner_grace)
 
 
 def admit(request: AdmissionRequest, context: Context) -> Decision:

@@ -134,7 +134,7 @@ async def handle(fake: FakeKube, request: Request, target: Target) -> Response:
         return json_response(fake.patch(resource, namespace, name, await read_json(request)))
     elif method == "DELETE":
         return json_response(fake.delete(resource, namespace, name))
-    raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the requested resource")
+    raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
 
 async def handle_pod_subresource(fake: FakeKube, request: Request, target: Target) -> Response:

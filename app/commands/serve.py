@@ -1,0 +1,105 @@
+"""`tas-extender serve`: the extender, webhook, debug API and page under uvicorn.
+
+Every flag has a TAS_* environment variable (TAS_PORT, TAS_RESERVATION_TTL, ...); flags win.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from pydantic import ValidationError
+
+from ..settings import LOG_LEVELS, PREEMPTION_MODES, Settings
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="run the scheduler extender service (standalone demo when no cluster is configured)",
+        description="Run the extender (filter/prioritize/bind/preempt), the webhook, /debug and /ui. "
+                    "Without --kubeconfig, --in-cluster or a cluster around it, it serves the built-in demo "
+                    "cluster (or --cluster FILE) in memory. Every flag can be set as TAS_<FLAG> (e.g. TAS_PORT).")
+    add = parser.add_argument
+    add("--host", help="listen address (TAS_HOST, default 0.0.0.0)")
+    add("--port", type=int, help="listen port (TAS_PORT, default 8888)")
+    add("--url-prefix", help="path prefix of the extender verbs (TAS_URL_PREFIX, default /scheduler)")
+    add("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (TAS_TLS_CERT)")
+    add("--tls-key", metavar="FILE", help="private key of --tls-cert (TAS_TLS_KEY)")
+    add("--cluster", metavar="FILE", help="standalone: a kubectl get -o yaml dump instead of the demo (TAS_CLUSTER)")
+    add("--kubeconfig", metavar="FILE", help="watch and bind in the cluster of this kubeconfig (TAS_KUBECONFIG)")
+    add("--in-cluster", type=_bool, nargs="?", const=True, metavar="BOOL",
+        help="use the pod's service account (TAS_IN_CLUSTER; detected from KUBERNETES_SERVICE_HOST)")
+    add("--reservation-ttl", type=float, metavar="SECONDS",
+        help="drop a gang's reservations when its pods do not all arrive in time (TAS_RESERVATION_TTL, default 300)")
+    add("--strategy", choices=("binpack", "spread"), help="placement strategy (TAS_STRATEGY, default binpack)")
+    add("--log-level", choices=LOG_LEVELS, help="TAS_LOG_LEVEL, default info")
+    add("--leader-elect", type=_bool, nargs="?", const=True, metavar="BOOL",
+        help="only the holder of the Lease reports ready (TAS_LEADER_ELECT, default false)")
+    add("--lease-name", help="Lease name for leader election (TAS_LEASE_NAME, default tas-extender)")
+    add("--lease-namespace", help="Lease namespace (TAS_LEASE_NAMESPACE, default $POD_NAMESPACE or tas-system)")
+    add("--scheduler-name", help="the scheduler profile that uses the extender (TAS_SCHEDULER_NAME, default tas-scheduler)")
+    add("--set-scheduler-name", type=_bool, nargs="?", const=True, metavar="BOOL",
+        help="webhook: set spec.schedulerName on pods with topology annotations (TAS_SET_SCHEDULER_NAME)")
+    add("--preemption", choices=PREEMPTION_MODES, help="gang preemption (TAS_PREEMPTION, default on)")
+    add("--max-request-bytes", type=int, help="largest request body accepted (TAS_MAX_REQUEST_BYTES, default 128 MiB)")
+    add("--webhook-owner-grace", type=float, metavar="SECONDS",
+        help="webhook: deny (retry later) pods whose workload is not cached yet for this long, then allow "
+             "them unchanged (TAS_WEBHOOK_OWNER_GRACE, default 30)")
+    parser.set_defaults(func=run)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Environment first, flags on top; a live cluster is detected when nothing else is configured."""
+    overrides = {key: value for key, value in vars(args).items()
+                 if key in Settings.model_fields and value is not None}
+    settings = Settings(**overrides)
+    if settings.mode == "standalone" and not settings.cluster and os.environ.get("KUBERNETES_SERVICE_HOST") \
+            and "in_cluster" not in overrides and "TAS_IN_CLUSTER" not in os.environ:
+        settings = settings.model_copy(update={"in_cluster": True})
+    return settings
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from(args)
+    except ValidationError as err:
+        for problem in err.errors():
+            where = ".".join(str(p) for p in problem["loc"]) or "settings"
+            print(f"error: {where.replace('_', '-')}: {problem['msg']}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from ..cluster_file import ClusterFileError
+    from ..logs import configure
+    from ..server import create_app
+
+    configure(settings.log_level)
+    try:
+        app = create_app(settings, freeze_gc=True)
+    except ClusterFileError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, log_level=settings.log_level,
+                ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key, access_log=False)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m app.commands.serve [flags]`: the serve command on its own."""
+    parser = argparse.ArgumentParser(prog="tas-extender")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

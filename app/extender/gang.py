@@ -1,0 +1,402 @@
+"""The gang logic behind the four verbs, top to bottom:
+
+1. identify: which gang and slot a pod is (the grouper), or None for a plain pod;
+2. plan: the first pod of a gang plans the whole group tree (the planner) and reserves every slot;
+3. filter / prioritize: each pod is steered to its slot's node; a missing node re-plans the slot
+   inside its segment's domain, then the group;
+4. bind: placement annotations, then the Binding; the slot turns from reservation into usage;
+5. node trouble and restarts: re-plan not-yet-bound slots in the same domain, continue partly
+   bound gangs from the annotations of their bound pods.
+
+Every method takes the state lock for its in-memory part; API calls happen outside it.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from topology.cluster import pod_key
+from topology.groups import GroupTree, Slot
+from topology.nodes import PodPlacementRules
+from topology.quantity import format_units
+from topology.resources import BASE_RESOURCES, pod_requests
+
+from ..logs import fields, get_logger
+from ..plans import BOUND, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
+from ..state import ServiceState
+from . import planning
+from .binding import Binder
+from .preemption import keep_helpful_victims
+from .scores import NEUTRAL_SCORE, Scorer
+
+log = get_logger(__name__)
+
+
+@dataclass
+class FilterOutcome:
+    nodes: list[str]                                   # nodes that pass, in the order received
+    failed: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+
+class GangScheduler:
+    def __init__(self, state: ServiceState):
+        self.state = state
+        self.scorer = Scorer(state)
+        self.binder = Binder(state)
+        self.preemptor = _preemptor(state, self)
+        state.on_nodes_changed(self.revalidate)
+
+    # ------------------------------------------------------------------------------------------------
+    # filter
+    def filter(self, pod: Mapping, candidates: Sequence[str]) -> FilterOutcome:
+        gang, outcome = self._decide(pod, candidates)
+        for _ in range(PREEMPTION_PICKS):            # evictions chosen under the lock are sent outside it
+            if self.preemptor is None or not self.preemptor.queue or not self.preemptor.flush():
+                break
+            gang, outcome = self._decide(pod, candidates)      # an eviction was refused: choose again
+        if outcome.failed and not outcome.nodes:
+            log.info("no node for pod", extra=fields(pod=pod_key(pod), gang=gang,
+                                                     reason=next(iter(outcome.failed.values()))))
+        elif log.isEnabledFor(logging.DEBUG):
+            log.debug("filter", extra=fields(pod=pod_key(pod), gang=gang, passing=len(outcome.nodes),
+                                             candidates=len(candidates)))
+        return outcome
+
+    def _decide(self, pod: Mapping, candidates: Sequence[str]) -> tuple[str | None, FilterOutcome]:
+        """(the pod's gang or None, the filter outcome)."""
+        state = self.state
+        with state.lock:
+            state.observe_pod(pod)
+            state.expire()
+            state.current_cluster()
+            try:
+                ident = planning.identify(state, pod)
+            except planning.GroupingError as err:
+                return None, self._refuse_all(candidates, str(err))
+            if ident is None:
+                return None, self._plain_filter(pod, candidates)
+            plan = self._plan_of(ident, pod, candidates)
+            if self.preemptor is not None:
+                held = self.preemptor.intercept(plan, pod, candidates)
+                if held is not None:                  # preempting for this gang, or a dry-run report
+                    return ident.gang, held
+            if plan.status == GANG_REFUSED:
+                return ident.gang, self._refuse_all(candidates, plan.reason)
+            slot = self._claim_slot(plan, ident, pod_key(pod))
+            if slot is None:
+                return ident.gang, self._refuse_all(
+                    candidates, f"gang {plan.key}: every {ident.slot.role} slot is held by another pod; "
+                                f"pod {pod_key(pod)} has no place in the plan")
+            plan.expires = state.clock() + state.settings.reservation_ttl
+            slot_state = plan.slots[slot]
+            if slot_state.status == BOUND:          # already running (a late retry): its node or nothing
+                if slot_state.node in candidates:
+                    return ident.gang, self._steer(slot_state)
+                return ident.gang, self._refuse_all(candidates, f"gang {plan.key}: {slot} already runs on "
+                                                                f"{slot_state.node}")
+            if slot_state.status == UNPLACED or slot_state.node not in candidates:
+                why = (f"planned node {slot_state.node} is not among the {len(candidates)} candidates"
+                       if slot_state.node else "the slot has no node")
+                # a slot left out (elastic, or after node trouble) only looks for room around the others
+                self._replan(plan, [slot], why, "candidates", candidates={slot.role: list(candidates)},
+                             whole_group=slot_state.status != UNPLACED)
+                slot_state = plan.slots[slot]
+                if slot_state.status == UNPLACED or slot_state.node not in candidates:
+                    return ident.gang, self._refuse_all(candidates, self._gang_message(plan, plan.reason or why))
+            return ident.gang, self._steer(slot_state)
+
+    def _steer(self, slot_state: SlotState) -> FilterOutcome:
+        """Only the slot's node passes. The other candidates are left out of FailedNodes: the pod binds
+        to its node in this cycle, and listing thousands of nodes would cost more than the filter."""
+        return FilterOutcome([slot_state.node])
+
+    def _refuse_all(self, candidates: Sequence[str], message: str) -> FilterOutcome:
+        return FilterOutcome([], dict.fromkeys(candidates, message))
+
+    def _plain_filter(self, pod: Mapping, candidates: Sequence[str]) -> FilterOutcome:
+        """A pod outside any gang passes everywhere, except nodes where only reserved capacity is left."""
+        cluster = self.state.cluster
+        reserved_nodes = np.flatnonzero(cluster.capacity.reserved.any(axis=1)) if len(cluster.nodes) else []
+        if len(reserved_nodes) == 0:
+            return FilterOutcome(list(candidates))
+        request = cluster.resources.vector(pod_requests(pod.get("spec") or {}))
+        blocked = {}
+        for index in reserved_nodes:
+            if np.any(cluster.free[index] < request):
+                blocked[cluster.node_names[index]] = self._reserved_reason(int(index))
+        if not blocked:
+            return FilterOutcome(list(candidates))
+        return FilterOutcome([n for n in candidates if n not in blocked],
+                             {n: blocked[n] for n in candidates if n in blocked})
+
+    def _reserved_reason(self, node: int) -> str:
+        name = self.state.cluster.node_names[node]
+        gangs = sorted({key.split("#", 1)[0].removeprefix("gang:")
+                        for key, usage in self.state.cluster.reservations.items() if usage.node == node})
+        return f"capacity on {name} is reserved for gang {', '.join(gangs)}"
+
+    # ------------------------------------------------------------------------------------------------
+    # planning a gang
+    def _plan_of(self, ident, pod: Mapping, candidates: Sequence[str]) -> GangPlan:
+        state = self.state
+        plan = state.plans.get(ident.gang)
+        if plan is not None and plan.status == GANG_REFUSED and plan.refused_generation != state.generation:
+            state.plans.pop(plan.key)
+            plan = None
+        if plan is not None and plan.status != GANG_REFUSED and plan.tree.slots() != ident.tree.slots():
+            log.info("gang changed shape; re-planning", extra=fields(gang=plan.key, pod=pod_key(pod)))
+            state.drop_plan(plan.key, "the workload changed")
+            plan = None
+        if plan is None:
+            plan = self.plan_gang(ident.tree, candidates={ident.slot.role: list(candidates)}, pod=pod_key(pod))
+        return plan
+
+    def plan_gang(self, tree: GroupTree, candidates: Mapping[str, Sequence[str]] | None = None,
+                  pod: str | None = None) -> GangPlan:
+        """Plan the whole tree (bound pods pinned), reserve every planned slot, store the plan."""
+        state = self.state
+        bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
+        started = time.perf_counter()
+        result = planning.plan(state, tree, bound=bound, candidates=candidates)
+        state.metrics.planning.labels("gang").observe(time.perf_counter() - started)
+        now = state.clock()
+        plan = GangPlan(tree.key, tree, GANG_REFUSED, topology=tree.topology, summary=gang_summary(tree),
+                        created=now, expires=now + state.settings.reservation_ttl)
+        if not result.placed:
+            plan.reason = self._gang_message(plan, result.reason or "does not fit")
+            plan.refused_generation = state.generation
+            plan.expires = None
+            state.plans.put(plan)
+            state.metrics.refusals.inc()
+            log.info("gang refused", extra=fields(gang=tree.key, pod=pod, reason=plan.reason))
+            return plan
+        state.adopt_placement(plan, result)
+        plan.reason = result.reason if result.unplaced else ""
+        _refresh(plan)
+        state.plans.put(plan)
+        state.generation += 1
+        log.info("gang planned", extra=fields(gang=tree.key, pod=pod, status=plan.status,
+                                             slots=len(plan.slots), groups=_group_domains(plan)))
+        return plan
+
+    def _gang_message(self, plan: GangPlan, reason: str) -> str:
+        prefix = f"gang {plan.key} ({plan.summary})"
+        return reason if reason.startswith(prefix) else f"{prefix}: {reason}"
+
+    def _claim_slot(self, plan: GangPlan, ident, key: str) -> Slot | None:
+        """The slot this pod takes: the one it already holds, else its own (role, index) when free, else
+        (PodGroup pods and unnumbered pods are interchangeable) any free slot of its role."""
+        held = plan.slot_of_pod(key)
+        if held is not None:
+            return held.slot
+        own = plan.slots.get(ident.slot)
+        if own is not None and self._is_free(own):
+            own.pod = key
+            return own.slot
+        interchangeable = plan.tree.kind == "PodGroup" or ident.slot.index < 0 or own is None
+        if not interchangeable:
+            return None                  # its numbered slot is held by another pod (the old one lingers)
+        for slot_state in sorted(plan.slots.values(), key=lambda s: s.slot):
+            if slot_state.slot.role == ident.slot.role and self._is_free(slot_state):
+                slot_state.pod = key
+                return slot_state.slot
+        return None
+
+    def _is_free(self, slot_state: SlotState) -> bool:
+        if slot_state.status == BOUND:
+            return False
+        if slot_state.pod is None:
+            return True
+        namespace, name = slot_state.pod.split("/", 1)
+        return self.state.find_pod(namespace, name) is None     # its earlier holder is gone
+
+    # ------------------------------------------------------------------------------------------------
+    # re-planning
+    def _replan(self, plan: GangPlan, slots: list[Slot], cause: str, kind: str,
+                candidates: Mapping[str, Sequence[str]] | None = None, whole_group: bool = True) -> bool:
+        """Move `slots` to new nodes: first with every other slot pinned (so the segment and group keep
+        their domains), then with only bound slots pinned. On failure the slots stay unplaced with the
+        planner's reason; nothing else of the plan changes."""
+        state = self.state
+        moving = [s for s in slots if s in plan.slots and plan.slots[s].status != BOUND]
+        if not moving:
+            return True
+        old_nodes = {s: plan.slots[s].node for s in plan.slots}
+        for slot in moving:
+            state.release_slot(plan, plan.slots[slot])
+        index = state.cluster.node_index
+        pinned = {s: st.node for s, st in plan.slots.items()
+                  if s not in moving and st.node in index and st.status in (PLANNED, BOUND)}
+        started = time.perf_counter()
+        result = planning.plan(state, plan.tree, bound=pinned, candidates=candidates)
+        if not result.placed and whole_group:
+            for s, st in plan.slots.items():
+                if st.status == PLANNED:
+                    state.release_slot(plan, st)
+            bound_only = {s: st.node for s, st in plan.slots.items() if st.status == BOUND and st.node in index}
+            result = planning.plan(state, plan.tree, bound=bound_only, candidates=candidates)
+            moving = [s for s, st in plan.slots.items() if st.status != BOUND]
+        state.metrics.planning.labels("replan").observe(time.perf_counter() - started)
+        state.metrics.replans.labels(kind).inc(len(moving))
+        if not result.placed:
+            for s in plan.slots:
+                st = plan.slots[s]
+                if st.status == BOUND:
+                    continue
+                if s in moving and s in slots:
+                    st.node, st.status = None, UNPLACED
+                elif not st.reserved and not state.reserve_slot(plan, st):
+                    st.node, st.status = None, UNPLACED
+            plan.reason = self._gang_message(plan, result.reason or "no room left in its domain")
+            plan.note(f"re-plan of {', '.join(map(str, slots))} failed ({cause}): {plan.reason}")
+            _refresh(plan)
+            state.generation += 1
+            log.warning("re-plan failed", extra=fields(gang=plan.key, cause=cause, reason=plan.reason))
+            return False
+        moved = []
+        for s in moving:
+            st = plan.slots[s]
+            node_index = result.slots.get(s)
+            if node_index is None:
+                st.node, st.status = None, UNPLACED
+                continue
+            st.node, st.status = state.cluster.node_names[node_index], PLANNED
+            state.reserve_slot(plan, st, check_fit=False)
+            if st.node != old_nodes.get(s):
+                moved.append(f"{s} {old_nodes.get(s) or '(none)'} -> {st.node}")
+        plan.groups = dict(result.groups)
+        plan.reason = result.reason if result.unplaced else ""
+        plan.note(f"re-planned ({cause}): " + (", ".join(moved) if moved else "no slot moved"))
+        _refresh(plan)
+        state.generation += 1
+        log.info("gang re-planned", extra=fields(gang=plan.key, cause=cause, moved=moved))
+        return True
+
+    def revalidate(self, state: ServiceState, nodes: set[str]) -> None:
+        """Nodes were deleted or turned NotReady / cordoned / tainted: re-plan the not-yet-bound slots
+        planned there (inside their domains); note bound pods that now sit on a bad node."""
+        troubled: dict[str, tuple[GangPlan, list[Slot], list[str]]] = {}
+        for name in sorted(nodes):
+            for plan, slot_state in state.plans.on_node(name):
+                why = self._node_trouble(plan, slot_state)
+                if why is None:
+                    continue
+                entry = troubled.setdefault(plan.key, (plan, [], []))
+                if slot_state.status == BOUND:
+                    plan.note(f"bound pod {slot_state.pod} ({slot_state.slot}) runs on {name}, which is {why}")
+                else:
+                    entry[1].append(slot_state.slot)
+                    entry[2].append(f"{name} {why}")
+        for plan, slots, causes in troubled.values():
+            if slots:
+                self._replan(plan, slots, "node " + "; ".join(sorted(set(causes))), "node")
+
+    def _node_trouble(self, plan: GangPlan, slot_state: SlotState) -> str | None:
+        cluster = self.state.cluster
+        index = cluster.node_index.get(slot_state.node or "")
+        if index is None:
+            return "deleted"
+        role = plan.tree.roles.get(slot_state.slot.role)
+        reason = PodPlacementRules.from_spec(role.pod_spec if role else {}).allows(cluster.nodes[index])
+        if reason is None and slot_state.status == PLANNED and not slot_state.reserved:
+            return "without room"
+        return reason
+
+    def restore(self) -> None:
+        """After a (re)start: give every partly or fully bound gang its plan back, pinned to its bound
+        pods, so the rest of it lands in the same domains and nothing is booked twice."""
+        state = self.state
+        with state.lock:
+            for gang, held in sorted(state.bound.items()):
+                if not held or state.plans.get(gang) is not None:
+                    continue
+                pod_key_, _ = next(iter(held.values()))
+                namespace, name = pod_key_.split("/", 1)
+                pod = state.find_pod(namespace, name)
+                try:
+                    ident = planning.identify(state, pod) if pod else None
+                except planning.GroupingError as err:
+                    log.warning("cannot restore gang", extra=fields(gang=gang, reason=str(err)))
+                    continue
+                if ident is None or ident.gang != gang:
+                    continue
+                plan = self.plan_gang(ident.tree, pod=pod_key_)
+                plan.note(f"restored from {len(held)} bound pod(s)")
+
+    # ------------------------------------------------------------------------------------------------
+    # prioritize, bind, preempt (see scores.py, binding.py, preemption.py)
+    def prioritize(self, pod: Mapping, candidates: Sequence[str]) -> list[int] | int:
+        """A score 0..10 per candidate, or one int when every candidate gets the same (plain pods)."""
+        state = self.state
+        with state.lock:
+            try:
+                ident = planning.identify(state, pod)
+            except planning.GroupingError:
+                ident = None
+            plan = state.plans.get(ident.gang) if ident is not None else None
+            slot_state = plan.slot_for(pod_key(pod), ident.slot) if plan is not None else None
+            if slot_state is None or slot_state.node is None:
+                return NEUTRAL_SCORE
+            return self.scorer.scores(plan, slot_state, candidates)
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
+        """Annotate and bind one pod; '' on success (also for a retry of a bind already done)."""
+        return self.binder.bind(namespace, name, uid, node)
+
+    def preempt(self, pod: Mapping, victims: Mapping[str, list[str]]) -> dict[str, list[str]]:
+        """The subset of kube-scheduler's candidate victims (node -> pod UIDs) that helps this pod."""
+        return keep_helpful_victims(self.state, pod, victims, self.preemptor)
+
+
+# --------------------------------------------------------------------------------------------------
+PREEMPTION_PICKS = 3        # choices of victims per filter call when evictions are refused
+
+
+def _preemptor(state: ServiceState, gangs: GangScheduler):
+    """app.preemption's Preemptor (gang preemption: choose victims, evict, hold the freed domain),
+    when that module is installed; without it a refused gang simply waits."""
+    try:
+        from ..preemption import MAX_PICKS, Preemptor
+    except ImportError:
+        return None
+    global PREEMPTION_PICKS
+    PREEMPTION_PICKS = MAX_PICKS
+    return Preemptor(state, gangs)
+
+
+def _refresh(plan: GangPlan) -> None:
+    plan.status = "planned"
+    plan.refresh_status()
+
+
+def _group_domains(plan: GangPlan) -> dict[str, str]:
+    return {g.group: f"{g.level}={g.domain}" for g in plan.groups.values() if g.domain}
+
+
+def gang_summary(tree: GroupTree) -> str:
+    """`16 pods x 8 nvidia.com/gpu`, or `1 chief x 4 cpu + 16 worker x 8 nvidia.com/gpu` for mixed roles."""
+    counts: dict[str, int] = {}
+    for slot in tree.slots():
+        counts[slot.role] = counts.get(slot.role, 0) + 1
+    parts = []
+    for role, count in counts.items():
+        spec = tree.roles[role].pod_spec if role in tree.roles else {}
+        parts.append((role, count, _main_request(pod_requests(spec))))
+    if len({p[2] for p in parts}) <= 1:
+        total = sum(p[1] for p in parts)
+        return f"{total} pods" + (f" x {parts[0][2]}" if parts and parts[0][2] else "")
+    return " + ".join(f"{count} {role}" + (f" x {request}" if request else "") for role, count, request in parts)
+
+
+def _main_request(requests: Mapping[str, int]) -> str:
+    """The resource that matters most in a request: an extended resource (GPUs), else cpu."""
+    extended = sorted(name for name in requests if name not in BASE_RESOURCES)
+    for name in extended + ["cpu", "memory"]:
+        if requests.get(name):
+            return f"{format_units(name, requests[name])} {name}"
+    return ""

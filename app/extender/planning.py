@@ -1,0 +1,116 @@
+"""The two pure libraries as the service calls them: the grouper (which gang and slot is this pod?) and
+the planner (where does the gang go?), fed from the service state."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from grouper import GroupingError, PodIdentity, identify_pod, owner_of
+from topology.groups import GroupTree, Slot
+from topology.plan import Plan
+
+from ..ports import WATCHED_KINDS
+from ..state import ServiceState
+
+__all__ = ["GroupingError", "identify", "plan"]
+
+_OPT_IN_PREFIXES = ("kai.scheduler/", "kueue.x-k8s.io/podset-")
+_CACHE_LIMIT = 4096
+
+
+def _group_of(api_version: str) -> str:
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def _opted_in(pod: Mapping) -> bool:
+    metadata = pod.get("metadata") or {}
+    keys = list((metadata.get("annotations") or {})) + list((metadata.get("labels") or {}))
+    return any(key.startswith(_OPT_IN_PREFIXES) for key in keys) or "pod-group-name" in keys
+
+
+def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
+    """The pod's gang and slot; None for a plain pod (or one whose owner's kind is not watched, such as a
+    ReplicaSet). Raises GroupingError for a pod whose workload is invalid, or whose PodGroup / opted-in
+    workload the service has not seen yet (the scheduler retries the pod)."""
+    owner = owner_of(pod)
+    if owner is None:
+        return None
+    workload = state.objects.get(owner.kind, owner.namespace, owner.name, group=_group_of(owner.api_version))
+    if workload is None:
+        watched = any(w.kind == owner.kind and w.group == _group_of(owner.api_version) for w in WATCHED_KINDS)
+        if watched and (owner.kind == "PodGroup" or _opted_in(pod)):
+            raise GroupingError(f"{owner.kind} {owner.namespace}/{owner.name} of pod "
+                                f"{_pod_name(pod)} is not known to the extender yet (waiting for the watch)")
+        return None
+    topologies = state.cluster.topologies
+    if owner.kind == "PodGroup":
+        return identify_pod(pod, workload, topologies, pods=_members(state, pod, owner))
+    cache = state.identities
+    key = (_version(pod), _version(workload), owner.group_index, state.rebuilds)
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    identity = identify_pod(pod, workload, topologies)
+    cache[key] = identity
+    while len(cache) > _CACHE_LIMIT:
+        cache.popitem(last=False)
+    return identity
+
+
+def _version(obj: Mapping) -> tuple:
+    metadata = obj.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    return (metadata.get("uid"), metadata.get("namespace"), metadata.get("name"), metadata.get("resourceVersion"),
+            tuple(sorted(labels.items())) if not metadata.get("resourceVersion") else None)
+
+
+def _pod_name(pod: Mapping) -> str:
+    metadata = pod.get("metadata") or {}
+    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+
+
+def _members(state: ServiceState, pod: Mapping, owner) -> list[Mapping]:
+    """The other pods of the same PodGroup (indexed by the state from the watch and from requests)."""
+    candidates = state.podgroup_pods.get((owner.namespace, owner.name), {})
+    name = (pod.get("metadata") or {}).get("name")
+    return [p for member, p in candidates.items() if member != name and owner_of(p) == owner]
+
+
+def plan(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str],
+         candidates: Mapping[str, Sequence[str]] | None = None, free: np.ndarray | None = None) -> Plan:
+    """Plan a gang on the current cluster. `bound`: slots pinned to nodes (by name); `candidates`: for
+    some roles, the node names the scheduler offered (the usable set for that role)."""
+    from topology.planner.inputs import plan_for
+
+    cluster = state.cluster
+    index = cluster.node_index
+    pins = {slot: index[node] for slot, node in bound.items() if node in index}
+    masks = None
+    if candidates:
+        masks = {}
+        for role, names in candidates.items():
+            mask = np.zeros(len(cluster.nodes), dtype=bool)
+            mask[[index[n] for n in names if n in index]] = True
+            masks[role] = mask
+    occupied = _occupied_nodes(state, tree) if any(g.exclusive for g in tree.groups()) else None
+    try:
+        return plan_for(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
+                        candidates=masks, occupied_nodes=occupied, free=free)
+    except (ValueError, KeyError) as err:       # PlanError, LevelError, unknown topology
+        return Plan(False, reason=str(err).strip("'\""))
+
+
+def _occupied_nodes(state: ServiceState, tree: GroupTree) -> np.ndarray:
+    """Mask of nodes holding pods or reservations of anything but this gang (for exclusive placement)."""
+    cluster = state.cluster
+    pods = cluster.resources.column["pods"]
+    busy = (cluster.capacity.used[:, pods] > 0) | (cluster.capacity.reserved[:, pods] > 0)
+    own = [u.node for key, u in cluster.reservations.items() if key.startswith(f"gang:{tree.key}#")]
+    own += [cluster.node_index[node] for _, node in state.bound.get(tree.key, {}).values()
+            if node in cluster.node_index]
+    counts = np.zeros(len(cluster.nodes), dtype=np.int64)
+    for node in own:
+        counts[node] += 1
+    busy &= ~((counts > 0) & (cluster.capacity.used[:, pods] + cluster.capacity.reserved[:, pods] <= counts))
+    return busy

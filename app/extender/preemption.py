@@ -1,0 +1,69 @@
+"""Preempt: of the victims kube-scheduler proposes (node -> pod UIDs), keep only those that help the
+pod's gang. A gang that app.preemption is preempting for keeps exactly the victims chosen for it; a gang
+pod with a plan keeps its planned node; a gang without a plan keeps what app.preemption offers, or,
+without that module, the nodes a plan made with every proposed victim gone would use. Plain pods keep
+everything. `--preemption off` offers no victims for gang pods; `dry-run` logs and offers none."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from topology.cluster import pod_key
+from topology.groups import GroupTree
+from topology.resources import pod_requests
+
+from ..logs import fields, get_logger
+from ..state import ServiceState
+from . import planning
+
+log = get_logger(__name__)
+
+
+def keep_helpful_victims(state: ServiceState, pod: Mapping, victims: Mapping[str, list[str]],
+                         preemptor=None) -> dict[str, list[str]]:
+    """`preemptor` (app.preemption) decides for a gang it is preempting for, and for a gang without a
+    plan (it offers only victims it chose itself)."""
+    mode = state.settings.preemption
+    with state.lock:
+        try:
+            ident = planning.identify(state, pod)
+        except planning.GroupingError:
+            return {}
+        if ident is None:
+            return dict(victims)
+        if mode == "off":
+            return {}
+        if preemptor is not None and ident.gang in preemptor.active:
+            return preemptor.victims_for(ident.tree, pod, victims)
+        plan = state.plans.get(ident.gang)
+        slot_state = plan.slot_for(pod_key(pod), ident.slot) if plan is not None else None
+        if slot_state is not None and slot_state.node:
+            kept = {n: v for n, v in victims.items() if n == slot_state.node}
+        elif preemptor is not None:
+            return preemptor.victims_for(ident.tree, pod, victims)
+        else:
+            kept = _victims_that_fit(state, ident.tree, victims)
+        if mode == "dry-run":
+            log.info("preemption dry-run", extra=fields(pod=pod_key(pod), gang=ident.gang,
+                                                      would_evict={n: len(v) for n, v in kept.items()}))
+            return {}
+        return kept
+
+
+def _victims_that_fit(state: ServiceState, tree: GroupTree, victims: Mapping[str, list[str]]) -> dict[str, list[str]]:
+    cluster = state.cluster
+    free = cluster.free.copy()
+    by_uid = {(p.get("metadata") or {}).get("uid"): p for p in state.objects.list("Pod")}
+    for node, uids in victims.items():
+        index = cluster.node_index.get(node)
+        if index is None:
+            continue
+        for uid in uids:
+            victim = by_uid.get(uid)
+            if victim is not None:
+                free[index] += cluster.resources.vector(pod_requests(victim.get("spec") or {}))
+    bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
+    result = planning.plan(state, tree, bound=bound, free=free)
+    if not result.placed:
+        return {}
+    used = {cluster.node_names[i] for i in result.slots.values()}
+    return {n: v for n, v in victims.items() if n in used}

@@ -1,0 +1,189 @@
+"""POST <prefix>/filter, /prioritize, /bind, /preempt: the kube-scheduler extender protocol.
+
+Always HTTP 200. Errors go in `Error` (filter, bind); prioritize and preempt have no such field in
+the protocol, so a bad request gets an empty answer and the reason in the `X-Extender-Error` header.
+Bodies are parsed with orjson and validated by the wire models; answers are serialised with orjson.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from ..logs import fields, get_logger
+from .gang import GangScheduler
+from .models import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
+
+log = get_logger(__name__)
+
+
+class BadRequest(ValueError):
+    pass
+
+
+def _json(body, error: str = "") -> Response:
+    headers = {"X-Extender-Error": error.encode("ascii", "replace").decode()[:500]} if error else None
+    return Response(orjson.dumps(body), media_type="application/json", headers=headers)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise BadRequest(f"request body of {declared} bytes exceeds the limit of {limit} bytes "
+                         f"(--max-request-bytes / TAS_MAX_REQUEST_BYTES)")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BadRequest(f"request body exceeds the limit of {limit} bytes "
+                             f"(--max-request-bytes / TAS_MAX_REQUEST_BYTES)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _describe(err: ValidationError, model: type) -> str:
+    problems = []
+    for item in err.errors()[:5]:
+        where = ".".join(str(p) for p in item["loc"]) or "(body)"
+        problems.append(f"{where}: {item['msg']}")
+    fields_ = ", ".join(model.model_fields)
+    return f"invalid {model.__name__}: " + "; ".join(problems) + f" (fields: {fields_})"
+
+
+async def parse(request: Request, model: type):
+    limit = request.app.state.service.settings.max_request_bytes
+    body = await read_body(request, limit)
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as err:
+        raise BadRequest(f"request body is not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise BadRequest(f"request body must be a JSON object ({model.__name__}), got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise BadRequest(_describe(err, model)) from None
+
+
+def _candidates(args: ExtenderArgs) -> list[str]:
+    if args.NodeNames is not None:
+        return args.NodeNames
+    if args.Nodes is not None:
+        return [(n.get("metadata") or {}).get("name", "") for n in args.Nodes.items]
+    return []
+
+
+def _pod_name(pod: dict) -> str:
+    metadata = pod.get("metadata") or {}
+    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+
+
+def build_router(prefix: str) -> APIRouter:
+    router = APIRouter(prefix=prefix, tags=["extender"])
+
+    def timed(verb: str, handler: Callable):
+        async def endpoint(request: Request) -> Response:
+            service = request.app.state.service
+            started = time.perf_counter()
+            try:
+                return await handler(request, service.gangs)
+            except BadRequest as err:
+                service.metrics.errors.labels(verb).inc()
+                log.warning("bad request", extra=fields(verb=verb, error=str(err)))
+                return _error_answer(verb, str(err))
+            except Exception as err:     # never let one request take the process down
+                service.metrics.errors.labels(verb).inc()
+                log.exception("request failed", extra=fields(verb=verb))
+                return _error_answer(verb, f"internal error in {verb}: {type(err).__name__}: {err}")
+            finally:
+                service.metrics.latency.labels(verb).observe(time.perf_counter() - started)
+        endpoint.__name__ = verb
+        return endpoint
+
+    router.add_api_route("/filter", timed("filter", _filter), methods=["POST"],
+                         summary="Filter: the nodes this pod may use")
+    router.add_api_route("/prioritize", timed("prioritize", _prioritize), methods=["POST"],
+                         summary="Prioritize: scores 0..10 per node")
+    router.add_api_route("/bind", timed("bind", _bind), methods=["POST"],
+                         summary="Bind: placement annotations, then the Binding")
+    router.add_api_route("/preempt", timed("preempt", _preempt), methods=["POST"],
+                         summary="Preempt: keep the victims that help this pod's gang")
+    return router
+
+
+def _error_answer(verb: str, message: str) -> Response:
+    if verb == "filter":
+        return _json({"Nodes": None, "NodeNames": [], "FailedNodes": {}, "FailedAndUnresolvableNodes": {},
+                      "Error": message})
+    if verb == "bind":
+        return _json({"Error": message})
+    if verb == "prioritize":
+        return _json([], error=message)
+    return _json({"NodeNameToMetaVictims": {}}, error=message)
+
+
+async def _filter(request: Request, gangs: GangScheduler) -> Response:
+    args: ExtenderArgs = await parse(request, ExtenderArgs)
+    outcome = gangs.filter(args.Pod, _candidates(args))
+    answer = {"Nodes": None, "NodeNames": outcome.nodes, "FailedNodes": outcome.failed,
+              "FailedAndUnresolvableNodes": {}, "Error": outcome.error}
+    if args.Nodes is not None:
+        passing = set(outcome.nodes)
+        answer["Nodes"] = {"metadata": args.Nodes.metadata or {},
+                           "items": [n for n in args.Nodes.items
+                                     if (n.get("metadata") or {}).get("name") in passing]}
+    return _json(answer)
+
+
+async def _prioritize(request: Request, gangs: GangScheduler) -> Response:
+    args: ExtenderArgs = await parse(request, ExtenderArgs)
+    hosts = _candidates(args)
+    scores = gangs.prioritize(args.Pod, hosts)
+    if isinstance(scores, int):
+        return Response(uniform_scores(hosts, scores), media_type="application/json")
+    return _json([{"Host": host, "Score": score} for host, score in zip(hosts, scores)])
+
+
+def uniform_scores(hosts: list[str], score: int) -> bytes:
+    """[{"Host": h, "Score": score}, ...] for every host, written from one orjson dump of the names
+    (a node name is a DNS subdomain: no quote, backslash or comma; checked, else the slow way)."""
+    names = orjson.dumps(hosts)
+    if not hosts:
+        return b"[]"
+    if b"\\" in names or names.count(b'"') != 2 * len(hosts) or names.count(b",") != len(hosts) - 1:
+        return orjson.dumps([{"Host": host, "Score": score} for host in hosts])
+    tail = b',"Score":%d}' % score
+    return b'[{"Host":' + names[1:-1].replace(b'","', b'"' + tail + b',{"Host":"') + tail + b"]"
+
+
+async def _bind(request: Request, gangs: GangScheduler) -> Response:
+    args: ExtenderBindingArgs = await parse(request, ExtenderBindingArgs)
+    call = (args.PodNamespace, args.PodName, args.PodUID, args.Node)
+    if getattr(gangs.state.writer, "blocking", True):     # an API round trip: keep it off the event loop
+        error = await run_in_threadpool(gangs.bind, *call)
+    else:
+        error = gangs.bind(*call)
+    return _json({"Error": error})
+
+
+async def _preempt(request: Request, gangs: GangScheduler) -> Response:
+    args: ExtenderPreemptionArgs = await parse(request, ExtenderPreemptionArgs)
+    meta = {}
+    if args.NodeNameToMetaVictims is not None:
+        for node, victims in args.NodeNameToMetaVictims.items():
+            meta[node] = {"Pods": [{"UID": p.UID} for p in victims.Pods or []],
+                          "NumPDBViolations": victims.NumPDBViolations}
+    elif args.NodeNameToVictims is not None:
+        for node, victims in args.NodeNameToVictims.items():
+            meta[node] = {"Pods": [{"UID": (p.get("metadata") or {}).get("uid", "")} for p in victims.Pods or []],
+                          "NumPDBViolations": victims.NumPDBViolations}
+    kept = await run_in_threadpool(gangs.preempt, args.Pod,
+                                   {node: [p["UID"] for p in v["Pods"]] for node, v in meta.items()})
+    return _json({"NodeNameToMetaVictims": {
+        node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": meta[node]["NumPDBViolations"]}
+        for node, uids in kept.items() if node in meta}})

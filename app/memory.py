@@ -1,0 +1,93 @@
+"""Standalone mode: a cluster held in memory (the built-in demo or a `kubectl get -o yaml` dump) that
+binds by updating the service's own state, so every endpoint works without Kubernetes."""
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterable, Mapping
+
+from topology.objects import ClusterObjects
+
+from .logs import fields, get_logger
+from .ports import BindConflict, EvictionRefused, WatchedKind
+from .state import POD_KIND, ServiceState, kind_of
+
+log = get_logger(__name__)
+
+
+def load_into(state: ServiceState, objects: ClusterObjects | Iterable[Mapping]) -> None:
+    """Feed every object as the first full sync of a source would, then mark the state synced."""
+    if isinstance(objects, ClusterObjects):
+        objects = objects.nodes + objects.pods + objects.topologies + objects.other
+    by_kind: dict[WatchedKind, list[Mapping]] = {}
+    for obj in objects:
+        by_kind.setdefault(kind_of(obj), []).append(obj)
+    for kind, items in by_kind.items():
+        state.replace(kind, items)
+    state.synced()
+
+
+class MemoryWriter:
+    """ClusterWriter over the in-memory cluster: bind sets spec.nodeName (409 semantics included),
+    annotations merge, eviction deletes the pod, events go to the log and a short list."""
+
+    blocking = False          # no I/O: the extender calls it on the event loop
+    def __init__(self, state: ServiceState):
+        self.state = state
+        self.events: list[dict] = []
+        self._lock = threading.Lock()
+        self._resource_version = itertools.count(1)
+
+    def _pod(self, namespace: str, name: str) -> Mapping:
+        pod = self.state.find_pod(namespace, name)
+        if pod is None:
+            raise LookupError(f"pod {namespace}/{name} is unknown to the standalone cluster "
+                              f"(send it through filter first)")
+        return pod
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        with self._lock:
+            pod = self._pod(namespace, name)
+            metadata = dict(pod.get("metadata") or {})
+            metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
+            self._store({**pod, "metadata": metadata})
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        with self._lock:
+            pod = self._pod(namespace, name)
+            metadata = pod.get("metadata") or {}
+            if uid and metadata.get("uid") and metadata["uid"] != uid:
+                raise LookupError(f"pod {namespace}/{name} has UID {metadata['uid']}, not {uid} (precondition failed)")
+            current = (pod.get("spec") or {}).get("nodeName")
+            if current:
+                raise BindConflict(f"pod {namespace}/{name} is already assigned to node {current}", node=current)
+            if node not in self.state.cluster.node_index:
+                raise LookupError(f"node {node} does not exist in the standalone cluster")
+            self._store({**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node},
+                         "status": {**(pod.get("status") or {}), "phase": "Running"}})
+
+    def evict(self, namespace: str, name: str, uid: str | None = None) -> None:
+        with self._lock:
+            pod = self._pod(namespace, name)
+            if uid and (pod.get("metadata") or {}).get("uid") not in (None, uid):
+                raise EvictionRefused(f"pod {namespace}/{name} has another UID")
+            self.state.seen_pods.pop(f"{namespace}/{name}", None)
+            self.state.apply(POD_KIND, "DELETED", pod)
+
+    def event(self, involved: Mapping, reason: str, message: str, type_: str = "Normal") -> None:
+        metadata = involved.get("metadata") or {}
+        record = {"object": f"{metadata.get('namespace')}/{metadata.get('name')}", "reason": reason,
+                  "message": message, "type": type_}
+        self.events = (self.events + [record])[-200:]
+        log.info("event", extra=fields(pod=record["object"], reason=reason, message=message))
+
+    def _store(self, pod: Mapping) -> None:
+        metadata = {**(pod.get("metadata") or {}), "resourceVersion": f"mem-{next(self._resource_version)}"}
+        pod = {**pod, "metadata": metadata}
+        key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+        if key in self.state.seen_pods and self.state.objects.get("Pod", metadata.get("namespace"), metadata.get("name")) is None \
+                and not (pod.get("spec") or {}).get("nodeName"):
+            self.state.seen_pods[key] = pod          # still pending: keep it among the pods met in requests
+            return
+        self.state.seen_pods.pop(key, None)
+        self.state.apply(POD_KIND, "MODIFIED", pod)

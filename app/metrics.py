@@ -1,0 +1,52 @@
+"""Prometheus metrics of one service instance (its own registry, so several apps can live in a test)."""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+PLANNING_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.latency = Histogram("tas_extender_request_seconds", "Extender request latency by verb",
+                                 ["verb"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.planning = Histogram("tas_extender_planning_seconds", "Time to plan (or re-plan) one gang",
+                                  ["kind"], buckets=PLANNING_BUCKETS, registry=self.registry)
+        self.errors = Counter("tas_extender_request_errors", "Requests answered with an Error, by verb",
+                              ["verb"], registry=self.registry)
+        self.binds = Counter("tas_extender_binds", "Bind outcomes", ["result"], registry=self.registry)
+        self.refusals = Counter("tas_extender_refusals", "Gang plans refused", registry=self.registry)
+        self.replans = Counter("tas_extender_replans", "Slots re-planned, by cause", ["cause"],
+                               registry=self.registry)
+        self.expired = Counter("tas_extender_reservations_expired", "Gang plans dropped by the reservation TTL",
+                               registry=self.registry)
+
+    def watch_state(self, state) -> None:
+        """Gang and reservation gauges, read from the plan store at scrape time."""
+        self.registry.register(_StateCollector(state))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _StateCollector:
+    def __init__(self, state) -> None:
+        self.state = state
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        with self.state.lock:
+            counts = self.state.plans.status_counts()
+            reservations = self.state.plans.reservation_count()
+            nodes = len(self.state.cluster.nodes)
+        gangs = GaugeMetricFamily("tas_extender_gangs", "Gangs known to the service, by status", labels=["status"])
+        for status, count in sorted(counts.items()):
+            gangs.add_metric([status], count)
+        yield gangs
+        yield GaugeMetricFamily("tas_extender_reservations", "Slots holding reserved capacity", value=reservations)
+        yield GaugeMetricFamily("tas_extender_nodes", "Nodes in the cluster model", value=nodes)

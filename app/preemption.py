@@ -1,0 +1,392 @@
+"""Gang preemption in the service: when a gang's mandatory pods do not fit, free one whole domain for it
+in one step and hold it (topology/preemption chooses the domain and the victims).
+
+1. intercept (under the state lock, from filter, once the gang's plan is known):
+   - a refused gang with preemption `on`: choose victims, turn the plan into a reservation of the
+     capacity they will free (nobody else may take it), queue their evictions and answer every node
+     with `waiting for N victims to terminate in <domain> (preempted gang ...)`;
+   - `dry-run`: the same choice, only reported (plan, /debug/plans, the FailedNodes reason);
+   - a gang whose victims are still running: the same waiting answer; once they are gone the plan
+     binds like any other.
+2. flush (outside the lock, right after): the queued evictions through the ClusterWriter, all of them
+   together, with events on the preemptor and the victims. A refused eviction (a PodDisruptionBudget)
+   drops the reservation; the next decision picks again without that gang and that domain.
+3. victims_for (the `preempt` verb): keep only kube-scheduler's victims that agree with our choice.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client import Counter
+
+from grouper import owner_of
+from topology.cluster import pod_key
+from topology.groups import GroupTree
+from topology.preemption import PreemptionPlan, RunningGang, RunningPod, select_victims
+
+from .logs import fields, get_logger
+from .plans import GANG_REFUSED, PLANNED, GangPlan
+from .ports import EvictionRefused
+from .state import GANG_ANNOTATION, SLOT_ANNOTATION, ServiceState
+
+log = get_logger(__name__)
+
+MAX_PICKS = 3                     # choices per filter call when evictions are refused
+EVICTING, WAITING, DONE, DRY_RUN, NOT_FOUND = "evicting", "waiting", "done", "dry-run", "not-found"
+HOLDING = (EVICTING, WAITING)     # the plan holds capacity its victims still use
+
+
+@dataclass
+class VictimPod:
+    key: str
+    uid: str | None
+    node: str
+    gang: str
+    priority: int
+    whole: bool
+    pod: Mapping
+
+
+@dataclass
+class Preemption:
+    """One choice of victims for one gang, from the decision to the victims' departure."""
+
+    gang: str
+    plan: GangPlan
+    result: PreemptionPlan
+    victims: list[VictimPod]
+    place: str                                  # "leaf-b": the chosen domain's value
+    preemptor: Mapping                          # the pod whose filter call chose (events go on it)
+    status: str = EVICTING
+    refused: dict[str, str] = field(default_factory=dict)
+
+    def remaining(self, state: ServiceState) -> list[VictimPod]:
+        """Victims still holding capacity (same pod, same UID, still bound and running)."""
+        left = []
+        for victim in self.victims:
+            if victim.key not in state.cluster.pods:
+                continue
+            namespace, name = victim.key.split("/", 1)
+            current = state.objects.get("Pod", namespace, name) or {}
+            if victim.uid and (current.get("metadata") or {}).get("uid") not in (None, victim.uid):
+                continue
+            left.append(victim)
+        return left
+
+    def what(self) -> str:
+        """`preempted gang research/job-b`, `preempted 2 spare pods of gang x`, ... for messages."""
+        whole = sorted({v.gang for v in self.victims if v.whole})
+        spare: dict[str, int] = {}
+        for victim in self.victims:
+            if not victim.whole:
+                spare[victim.gang] = spare.get(victim.gang, 0) + 1
+        parts = []
+        if whole:
+            parts.append(f"preempted gang{'s' if len(whole) > 1 else ''} {', '.join(whole)}")
+        parts += [f"preempted {n} spare pod{'s' if n != 1 else ''} of gang {g}" for g, n in sorted(spare.items())]
+        return "; ".join(parts)
+
+    def to_json(self, state: ServiceState) -> dict:
+        body = self.result.to_json(state.cluster.node_names)
+        for entry, victim in zip(body["victims"], self.victims):
+            entry["node"] = victim.node
+        body.update({"status": self.status, "remaining": len(self.remaining(state)),
+                     "refused": dict(self.refused)})
+        return body
+
+
+class Preemptor:
+    def __init__(self, state: ServiceState, gangs):
+        self.state = state
+        self.gangs = gangs                       # the GangScheduler (message prefixes, refusals)
+        self.active: dict[str, Preemption] = {}  # gang -> its preemption in progress
+        self.queue: list[Preemption] = []        # chosen, evictions not sent yet
+        self.excluded: dict[str, tuple[set[str], set[str]]] = {}   # gang -> (protected gangs, avoided domains)
+        self._flush_lock = threading.Lock()
+        self.sender: threading.Thread | None = None          # the last eviction thread (blocking writers)
+        self.counter = Counter("tas_extender_preemptions", "Gang preemption decisions, by outcome", ["outcome"],
+                               registry=state.metrics.registry)
+
+    # ------------------------------------------------------------------------------------------------
+    # 1. the decision (under the state lock)
+    def intercept(self, plan: GangPlan, pod: Mapping, candidates: Sequence[str]):
+        """A FilterOutcome when preemption decides this filter answer, else None (the usual flow)."""
+        state = self.state
+        mode = state.settings.preemption
+        self._prune()
+        active = self.active.get(plan.key)
+        if active is not None and active.plan is not plan:          # the plan was dropped meanwhile
+            self._forget(active, "its plan was dropped")
+            active = None
+        if active is not None:
+            left = active.remaining(state)
+            if left:
+                plan.preemption = active.to_json(state)
+                return self.gangs._refuse_all(candidates, self._waiting(plan, active, len(left)))
+            self._finish(active)
+            return None
+        if plan.status != GANG_REFUSED or mode == "off":
+            return None
+        if plan.preemption is None:                                   # once per refused plan
+            self._decide(plan, pod, mode)
+        if plan.key in self.active:
+            active = self.active[plan.key]
+            return self.gangs._refuse_all(candidates, self._waiting(plan, active, len(active.victims)))
+        if plan.preemption and plan.preemption.get("status") == DRY_RUN:
+            return self.gangs._refuse_all(candidates, f"{plan.reason}; dry-run preemption: would evict "
+                                                      f"{len(plan.preemption['victims'])} pods in "
+                                                      f"{plan.preemption['place']} ({plan.preemption['what']})")
+        return None
+
+    def _decide(self, plan: GangPlan, pod: Mapping, mode: str) -> None:
+        state = self.state
+        protected, avoided = self.excluded.get(plan.key, (set(), set()))
+        result = self.choose(plan.tree, protected=protected, avoid=avoided)
+        if result is None:
+            plan.preemption = {"status": NOT_FOUND, "explanation": "the gang cannot be planned"}
+            return
+        if not result.found or not result.victims:
+            plan.preemption = {"status": NOT_FOUND, "explanation": result.explanation,
+                               "domains": [o.to_json() for o in result.outcomes]}
+            plan.note(f"preemption: {result.explanation}")
+            self.counter.labels("not-found").inc()
+            return
+        preemption = Preemption(plan.key, plan, result, self._victim_pods(result), _value(result.domain),
+                                dict(pod))
+        if mode == "dry-run":
+            preemption.status = DRY_RUN
+            plan.preemption = {**preemption.to_json(state), "place": preemption.place, "what": preemption.what()}
+            plan.note(f"dry-run preemption: would evict {len(result.victims)} pods; {result.explanation}")
+            self.counter.labels("dry-run").inc()
+            log.info("preemption dry-run", extra=fields(gang=plan.key, pod=pod_key(pod), domain=result.domain,
+                                                       victims=[v.key for v in preemption.victims]))
+            return
+        self._hold(plan, result)
+        plan.preemption = preemption.to_json(state)
+        plan.note(f"preempting {len(result.victims)} pods in {result.level} {preemption.place}: {result.explanation}")
+        self.active[plan.key] = preemption
+        self.queue.append(preemption)
+        self.counter.labels("chosen").inc()
+        log.info("preempting", extra=fields(gang=plan.key, pod=pod_key(pod), domain=result.domain,
+                                           victims=[v.key for v in preemption.victims]))
+
+    def choose(self, tree: GroupTree, *, protected=(), avoid=()) -> PreemptionPlan | None:
+        """The cheapest preemption for a gang on the current cluster (None when it cannot be planned)."""
+        from topology.planner.inputs import build_plan_input
+
+        state = self.state
+        cluster = state.cluster
+        pins = {slot: cluster.node_index[node] for slot, (_, node) in state.bound.get(tree.key, {}).items()
+                if node in cluster.node_index}
+        try:
+            inp = build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins)
+        except (ValueError, KeyError) as err:
+            log.info("preemption impossible", extra=fields(gang=tree.key, reason=str(err)))
+            return None
+        return select_victims(inp, running_gangs(state), protected=protected, avoid=avoid)
+
+    def _hold(self, plan: GangPlan, result: PreemptionPlan) -> None:
+        """The refused plan becomes the preemptor's plan: every slot reserved on its node now, so the
+        capacity the victims free goes to nobody else."""
+        state = self.state
+        plan.status, plan.reason, plan.refused_generation = PLANNED, "", -1
+        state.adopt_placement(plan, result.plan)
+        plan.expires = state.clock() + state.settings.reservation_ttl
+        plan.refresh_status()
+        state.generation += 1
+
+    def _victim_pods(self, result: PreemptionPlan) -> list[VictimPod]:
+        state = self.state
+        victims = []
+        for victim in result.victims:
+            namespace, name = victim.pod.split("/", 1)
+            pod = state.find_pod(namespace, name) or {"metadata": {"namespace": namespace, "name": name}}
+            victims.append(VictimPod(victim.pod, (pod.get("metadata") or {}).get("uid"),
+                                     state.cluster.node_names[victim.node], victim.gang, victim.priority,
+                                     victim.whole, pod))
+        return victims
+
+    def _waiting(self, plan: GangPlan, active: Preemption, count: int) -> str:
+        text = (f"waiting for {count} victim{'s' if count != 1 else ''} to terminate in {active.place} "
+                f"({active.what()})")
+        return self.gangs._gang_message(plan, text)
+
+    def _finish(self, active: Preemption) -> None:
+        active.status = DONE
+        active.plan.preemption = active.to_json(self.state)
+        active.plan.note(f"the {len(active.victims)} victims are gone; the plan binds")
+        self.active.pop(active.gang, None)
+        self.excluded.pop(active.gang, None)
+        self.counter.labels("done").inc()
+
+    def _prune(self) -> None:
+        """Forget preemptions whose plan is gone (expired, or its workload deleted)."""
+        for gang, active in list(self.active.items()):
+            if self.state.plans.get(gang) is not active.plan:
+                self._forget(active, "its plan was dropped")
+
+    def _forget(self, active: Preemption, why: str) -> None:
+        self.active.pop(active.gang, None)
+        log.info("preemption abandoned", extra=fields(gang=active.gang, reason=why))
+
+    # ------------------------------------------------------------------------------------------------
+    # 2. the evictions (outside the state lock)
+    def flush(self) -> bool:
+        """Send the queued evictions. True when one was refused (the caller decides again). Against the
+        API (a blocking writer) they go out from a thread, off the event loop; a refusal then drops the
+        hold, and the gang's next filter call chooses again."""
+        with self.state.lock:
+            batch, self.queue = self.queue, []
+        if not batch:
+            return False
+        if getattr(self.state.writer, "blocking", True):
+            self.sender = threading.Thread(target=self._send, args=(batch,), name="preemption-evictions",
+                                           daemon=True)
+            self.sender.start()
+            return False
+        return self._send(batch)
+
+    def _send(self, batch: list[Preemption]) -> bool:
+        repick = False
+        with self._flush_lock:
+            for preemption in batch:
+                repick |= self._evict_all(preemption)
+        return repick
+
+    def _evict_all(self, preemption: Preemption) -> bool:
+        writer = self.state.writer
+        if writer is None:
+            preemption.refused["*"] = "no cluster writer configured"
+            return self._refused(preemption)
+        for victim in preemption.victims:
+            namespace, name = victim.key.split("/", 1)
+            try:
+                writer.evict(namespace, name, victim.uid)
+            except EvictionRefused as err:
+                preemption.refused[victim.key] = str(err)
+            except Exception as err:     # noqa: BLE001 - an API failure counts as a refusal: pick again
+                preemption.refused[victim.key] = f"{type(err).__name__}: {err}"
+        if preemption.refused:
+            return self._refused(preemption)
+        self._events(preemption)
+        with self.state.lock:
+            if self.active.get(preemption.gang) is preemption and preemption.status == EVICTING:
+                preemption.status = WAITING
+                preemption.plan.preemption = preemption.to_json(self.state)
+        return False
+
+    def _events(self, preemption: Preemption) -> None:
+        writer = self.state.writer
+        tree = preemption.plan.tree
+        where = f"{preemption.result.level} {preemption.place}"
+        gangs = ", ".join(sorted({v.gang for v in preemption.victims}))
+        writer.event(preemption.preemptor, "Preempting",
+                     f"Preempting {len(preemption.victims)} pods of {gangs} to place gang {preemption.gang} in {where}")
+        for victim in preemption.victims:
+            writer.event(victim.pod, "Preempted",
+                         f"Preempted by gang {preemption.gang} (priority {tree.priority}) to place it in {where}")
+
+    def _refused(self, preemption: Preemption) -> bool:
+        """Drop the reservation; the next choice leaves out the refusing gangs and this domain."""
+        state = self.state
+        with state.lock:
+            protected, avoided = self.excluded.setdefault(preemption.gang, (set(), set()))
+            by_key = {v.key: v for v in preemption.victims}
+            protected.update(by_key[k].gang for k in preemption.refused if k in by_key)
+            if preemption.result.domain:
+                avoided.add(preemption.result.domain)
+            self.active.pop(preemption.gang, None)
+            plan = preemption.plan
+            plan.preemption = {**preemption.to_json(state), "status": "refused"}
+            plan.note(f"eviction refused ({'; '.join(preemption.refused.values())}); choosing again")
+            if state.plans.get(plan.key) is plan:
+                state.drop_plan(plan.key, "an eviction was refused")
+            self.counter.labels("refused").inc()
+        log.info("eviction refused", extra=fields(gang=preemption.gang, refused=preemption.refused))
+        for key, why in preemption.refused.items():
+            victim = next((v for v in preemption.victims if v.key == key), None)
+            if victim is not None and state.writer is not None:
+                state.writer.event(preemption.preemptor, "PreemptionRefused",
+                                   f"Eviction of {key} (gang {victim.gang}) refused: {why}", "Warning")
+        return True
+
+    # ------------------------------------------------------------------------------------------------
+    # 3. the preempt verb
+    def victims_for(self, tree: GroupTree, pod: Mapping, victims: Mapping[str, list[str]]) -> dict[str, list[str]]:
+        """kube-scheduler's per-node victims (UIDs) reduced to those we chose for this gang: nodes outside
+        our domain go, and so do victims we would not evict. Nothing while we are not preempting for it
+        (a refused gang that no preemption helps, dry-run, or a choice not made yet)."""
+        active = self.active.get(tree.key)
+        if active is None:
+            if self.state.settings.preemption == "dry-run":
+                log.info("preemption dry-run: no victims offered", extra=fields(gang=tree.key, pod=pod_key(pod)))
+            return {}
+        nodes = self._domain_nodes(active.result, tree.topology)
+        wanted = {v.uid for v in active.victims if v.uid}
+        kept = {}
+        for node, uids in victims.items():
+            if node not in nodes:
+                continue
+            mine = [uid for uid in uids if uid in wanted]
+            if mine:
+                kept[node] = mine
+        return kept
+
+    def _domain_nodes(self, result: PreemptionPlan, topology: str | None) -> set[str]:
+        cluster = self.state.cluster
+        tree = cluster.topologies.get(topology or "")
+        if tree is None or result.level in (None, "cluster"):
+            return set(cluster.node_names)
+        level = tree.level_index(result.level)
+        domain = tree.domain_index[level].get(result.domain or "")
+        if domain is None:
+            return set()
+        return {cluster.node_names[int(i)] for i in tree.nodes_in(level, domain)}
+
+
+def _value(domain: str | None) -> str:
+    return "the cluster" if domain in (None, "cluster") else domain.rsplit("/", 1)[-1]
+
+
+# --------------------------------------------------------------------------------------------------
+def running_gangs(state: ServiceState) -> list[RunningGang]:
+    """Every bound, running pod grouped into what an eviction would break: the gang we bound it for (its
+    placement annotation), else its workload (owner), else the pod alone. A gang's priority is its
+    highest pod priority; a gang we planned may lose its elastic pods, any other only whole."""
+    cluster = state.cluster
+    members: dict[str, dict[str, RunningPod]] = {}
+    priorities: dict[str, int] = {}
+    slot_of: dict[str, tuple[str, str]] = {}
+    for key, usage in cluster.pods.items():
+        namespace, name = key.split("/", 1)
+        pod = state.objects.get("Pod", namespace, name) or {}
+        metadata = pod.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        gang = annotations.get(GANG_ANNOTATION)
+        if gang:
+            slot_of[key] = (gang, annotations.get(SLOT_ANNOTATION, ""))
+        else:
+            owner = owner_of(pod) if pod else None
+            gang = owner.key if owner is not None else key
+        members.setdefault(gang, {})[key] = RunningPod(usage.node, usage.request)
+        priority = (pod.get("spec") or {}).get("priority")
+        priorities[gang] = max(priorities.get(gang, -(1 << 31)), priority if isinstance(priority, int) else 0)
+    gangs = []
+    for gang, pods in sorted(members.items()):
+        elastic = _elastic_pods(state, gang, pods, slot_of)
+        gangs.append(RunningGang(gang, priorities[gang], pods, elastic=elastic))
+    return gangs
+
+
+def _elastic_pods(state: ServiceState, gang: str, pods: Mapping[str, RunningPod],
+                  slot_of: Mapping[str, tuple[str, str]]) -> frozenset[str] | None:
+    """Pods of a gang we planned that hold slots above their leaf's minimum (None: every pod is needed)."""
+    plan = state.plans.get(gang)
+    if plan is None:
+        return None
+    optional = {str(slot) for group in plan.tree.groups() if group.is_leaf
+                for slot in group.slots[group.leaf_min():]}
+    elastic = frozenset(key for key in pods if key in slot_of and slot_of[key][1] in optional)
+    return elastic or None

@@ -1,0 +1,144 @@
+"""create_app: the FastAPI application of `tas-extender serve`.
+
+    app = create_app(Settings())                       # standalone on the demo cluster
+    app = create_app(Settings(cluster="dump.yaml"))    # standalone on a cluster dump
+    app = create_app(Settings(kubeconfig="~/.kube/config"))   # live cluster (list/watch, Binding API)
+
+`app.state.service` is the ServiceState (the webhook and the debug page read it); its `gangs` is the
+GangScheduler behind the extender verbs.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from fastapi import FastAPI
+
+from .cluster_file import load_objects
+from .debug import router as debug_router
+from .extender import GangScheduler, build_router
+from .logs import fields, get_logger
+from .memory import MemoryWriter, load_into
+from .ports import ClusterWriter
+from .settings import Settings
+from .state import ServiceState
+
+log = get_logger(__name__)
+
+
+def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] | None = None,
+               writer: ClusterWriter | None = None, clock: Callable[[], float] = time.time,
+               kube: Callable[[Settings, ServiceState], "KubeParts"] | None = None,
+               freeze_gc: bool = False) -> FastAPI:
+    """The service. Standalone unless settings name a kubeconfig or in-cluster config (or `kube` is
+    given); `objects` replaces the demo / --cluster file in standalone mode; `kube(settings, state)`
+    builds the Kubernetes parts instead of app.kube.adapters (tests point it at a fake API server).
+    `freeze_gc` (the serve command) moves the loaded cluster out of the garbage collector's passes."""
+    settings = settings or Settings()
+    state = ServiceState(settings, clock=clock)
+    state.gangs = GangScheduler(state)
+    background: list = []
+
+    if kube is None and settings.mode == "standalone":
+        state.writer = writer or MemoryWriter(state)
+        load_into(state, objects if objects is not None else load_objects(settings.cluster))
+        state.gangs.restore()
+        if freeze_gc:
+            gc.freeze()   # the loaded cluster is long-lived: keep it out of every GC pass
+        log.info("standalone cluster loaded", extra=fields(
+            source=settings.cluster or "built-in demo", nodes=len(state.cluster.nodes),
+            topologies=sorted(state.cluster.topologies)))
+    else:
+        parts = (kube or build_kube_parts)(settings, state)
+        parts.freeze_gc = freeze_gc
+        state.writer = writer or parts.writer
+        state.elector = parts.elector
+        background.append(parts)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        for part in background:
+            part.start(state)
+        expiry = asyncio.create_task(_expire_forever(state))
+        try:
+            yield
+        finally:
+            expiry.cancel()
+            for part in background:
+                part.stop()
+
+    app = FastAPI(title="tas-extender", version="0.1.0", lifespan=lifespan,
+                  description="Topology-aware gang and segment scheduler extender")
+    app.state.service = state
+    app.include_router(build_router(settings.url_prefix))
+    app.include_router(debug_router)
+    _include_optional(app, "app.webhook")
+    _include_optional(app, "app.ui")
+    return app
+
+
+def _include_optional(app: FastAPI, module: str) -> None:
+    """Routers of pieces that may not be installed (the webhook, the debug page)."""
+    import importlib
+    try:
+        router = importlib.import_module(module).router
+    except (ImportError, AttributeError):
+        return
+    app.include_router(router)
+
+
+async def _expire_forever(state: ServiceState) -> None:
+    period = max(0.5, min(5.0, state.settings.reservation_ttl / 4))
+    while True:
+        await asyncio.sleep(period)
+        try:
+            state.expire()
+        except Exception:        # keep the loop alive; the next round retries
+            log.exception("reservation expiry failed")
+
+
+class KubeParts:
+    """The live-cluster pieces: a list/watch source feeding the state, the writer, the leader elector."""
+
+    def __init__(self, source, writer: ClusterWriter, elector=None, restore: bool = True):
+        self.source = source
+        self.writer = writer
+        self.elector = elector
+        self.restore = restore
+        self.freeze_gc = False               # set by create_app(freeze_gc=True)
+
+    def start(self, state: ServiceState) -> None:
+        if self.elector is not None:
+            self.elector.start()
+        self.source.start()
+        if self.restore:
+            _restore_after_sync(state, self.freeze_gc)
+
+    def stop(self) -> None:
+        self.source.stop()
+        if self.elector is not None:
+            with contextlib.suppress(Exception):
+                self.elector.stop()
+
+
+def _restore_after_sync(state: ServiceState, freeze_gc: bool) -> None:
+    """Once the first full sync is in, give partly bound gangs their plans back (in a thread, so the
+    server starts answering probes at once)."""
+    import threading
+
+    def wait_and_restore() -> None:
+        while not state.synced_once:
+            time.sleep(0.05)
+        state.gangs.restore()
+        if freeze_gc:
+            gc.freeze()   # the synced cluster is long-lived: keep it out of every GC pass
+    threading.Thread(target=wait_and_restore, name="restore-plans", daemon=True).start()
+
+
+def build_kube_parts(settings: Settings, state: ServiceState) -> KubeParts:
+    """The Kubernetes adapters (app/kube) for a kubeconfig or the in-cluster config."""
+    from .kube import adapters
+    return adapters(settings, state)

@@ -1,0 +1,422 @@
+"""ServiceState: everything the service knows, fed by a cluster source (it is the ObjectSink).
+
+- `objects`: the latest version of every watched object (owner lookups, the webhook's cache);
+- `cluster`: the topology Cluster (nodes, capacity, trees), rebuilt when nodes or topologies change
+  and updated in place on pod events and node status changes;
+- `plans`: the PlanStore, whose reservations are kept in the Cluster;
+- `bound`: which gang slots are held by bound pods (from the placement annotations written at bind),
+  the memory that lets a restarted service continue partly bound gangs.
+
+One re-entrant lock serialises every change; request handlers take it too.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from topology.cluster import Cluster, is_bound_and_running, pod_key
+from topology.groups import Slot
+from topology.nodes import NodeInfo, PodPlacementRules
+from topology.objects import api_group
+
+from .logs import fields, get_logger
+from .metrics import Metrics
+from .objects import ObjectCache
+from .plans import BOUND, DONE, PLANNED, UNPLACED, GangPlan, PlanStore, SlotState, parse_slot, reservation_key
+from .ports import WATCHED_KINDS, ClusterWriter, EventType, WatchedKind
+from .settings import Settings
+
+log = get_logger(__name__)
+
+PODGROUP_KEYS = ("pod-group-name", "scheduling.x-k8s.io/pod-group")   # how pods join a PodGroup
+GANG_ANNOTATION = "tas-extender.io/gang"        # written at bind: "<namespace>/<gang>"
+SLOT_ANNOTATION = "tas-extender.io/slot"        # written at bind: "<role>-<index>"
+
+TOPOLOGY_KINDS = {("kai.scheduler", "Topology"), ("kueue.x-k8s.io", "Topology"),
+                  ("topology.volcano.sh", "HyperNode")}
+_SEEN_PODS_LIMIT = 20_000
+
+
+def kind_of(obj: Mapping) -> WatchedKind:
+    """The WatchedKind of an object (a synthetic one for kinds the service does not watch)."""
+    group, kind = api_group(obj), obj.get("kind", "")
+    for watched in WATCHED_KINDS:
+        if watched.group == group and watched.kind == kind:
+            return watched
+    version = (obj.get("apiVersion") or "v1").rsplit("/", 1)[-1]
+    return WatchedKind(group, version, kind.lower() + "s", kind, bool((obj.get("metadata") or {}).get("namespace")))
+
+
+def kind_named(kind: str, group: str = "") -> WatchedKind:
+    return next(w for w in WATCHED_KINDS if w.kind == kind and w.group == group)
+
+
+NODE_KIND = kind_named("Node")
+POD_KIND = kind_named("Pod")
+
+
+class ServiceState:
+    def __init__(self, settings: Settings | None = None, writer: ClusterWriter | None = None,
+                 clock: Callable[[], float] = time.time, elector=None):
+        self.settings = settings or Settings()
+        self.writer = writer
+        self.elector = elector                   # anything with is_leader(), when leader election is on
+        self.gangs = None                        # the GangScheduler (app.extender), set by create_app
+        self.clock = clock
+        self.objects = ObjectCache()
+        self.plans = PlanStore()
+        self.metrics = Metrics()
+        self.metrics.watch_state(self)
+        self.lock = threading.RLock()
+        self.cluster = Cluster([], [])
+        self.generation = 0                      # bumped on every change that may change a plan's outcome
+        self.rebuilds = 0                        # bumped whenever `cluster` is replaced (nodes, topologies)
+        self.synced_once = False
+        self.bound: dict[str, dict[Slot, tuple[str, str]]] = {}   # gang -> slot -> (pod key, node)
+        self._bound_pod: dict[str, tuple[str, Slot]] = {}         # pod key -> (gang, slot)
+        self._bound_locally: dict[str, str] = {}                  # pod key -> node, until the watch says so
+        self.seen_pods: OrderedDict[str, Mapping] = OrderedDict()  # pods met in requests, not in the cache
+        self.identities: OrderedDict[tuple, object] = OrderedDict()  # grouper answers by pod/workload version
+        self.podgroup_pods: dict[tuple[str, str], dict[str, Mapping]] = {}  # (namespace, group) -> pods
+        self._dirty = True
+        self._on_nodes_changed: list[Callable[[ServiceState, set[str]], None]] = []
+
+    # --- readiness -------------------------------------------------------------------------------
+    def is_leader(self) -> bool:
+        return self.elector is None or bool(self.elector.is_leader())
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.synced_once:
+            return False, "waiting for the first full sync of the cluster"
+        if self.settings.leader_elect and not self.is_leader():
+            return False, "not the leader (standby)"
+        return True, "ok"
+
+    def on_nodes_changed(self, callback: Callable[["ServiceState", set[str]], None]) -> None:
+        """Called (under the lock) with the names of nodes that were deleted or turned unusable."""
+        self._on_nodes_changed.append(callback)
+
+    # --- ObjectSink ---------------------------------------------------------------------------------
+    def replace(self, kind: WatchedKind, objects: Sequence[Mapping]) -> None:
+        with self.lock:
+            self.objects.replace(kind, objects)
+            if kind.kind == "Pod":
+                self._reindex_bound()
+                self.podgroup_pods.clear()
+                for pod in objects:
+                    self._index_podgroup("ADDED", pod)
+            if kind.kind in ("Node", "Pod") or (kind.group, kind.kind) in TOPOLOGY_KINDS:
+                self._dirty = True
+                if self.synced_once:
+                    self._rebuild()
+            if kind.kind == "Pod":
+                self._reconcile_plans()
+
+    def apply(self, kind: WatchedKind, event: EventType, obj: Mapping) -> None:
+        with self.lock:
+            if kind.kind == "Pod":
+                obj = self._keep_local_binding(event, obj)
+            self.objects.apply(kind, event, obj)
+            if kind.kind == "Pod":
+                self._index_podgroup(event, obj)
+                self._on_pod(event, obj)
+            elif kind.kind == "Node" or (kind.group, kind.kind) in TOPOLOGY_KINDS:
+                if not self.synced_once:
+                    self._dirty = True          # rebuilt once, when the first sync completes
+                elif kind.kind == "Node":
+                    self._on_node(event, obj)
+                else:
+                    self._rebuild()
+            else:
+                self.generation += 1          # a workload changed: cached refusals may be stale
+
+    def synced(self) -> None:
+        with self.lock:
+            self.synced_once = True
+            self._rebuild()
+        log.info("cluster synced", extra=fields(nodes=len(self.cluster.nodes), pods=len(self.cluster.pods),
+                                                 topologies=sorted(self.cluster.topologies)))
+
+    def current_cluster(self) -> Cluster:
+        with self.lock:
+            if self._dirty:
+                self._rebuild()
+            return self.cluster
+
+    # --- the cluster model ------------------------------------------------------------------------------
+    def _topology_objects(self) -> list[Mapping]:
+        return [o for kind in ("Topology", "HyperNode") for o in self.objects.list(kind)
+                if (api_group(o), o.get("kind")) in TOPOLOGY_KINDS]
+
+    def _rebuild(self) -> None:
+        nodes = [NodeInfo.from_object(n) for n in self.objects.list("Node")]
+        old_names = set(self.cluster.node_names)
+        cluster = Cluster(nodes, self._topology_objects())
+        for pod in self.objects.list("Pod"):
+            cluster.add_pod(pod)
+        self.cluster = cluster
+        self._dirty = False
+        self.generation += 1
+        self.rebuilds += 1
+        lost = set()
+        for plan in self.plans:
+            held = self.bound.get(plan.key, {})
+            for state in plan.slots.values():
+                if state.reserved:
+                    state.reserved = False
+                    if state.slot in held:           # bound meanwhile: its pod's usage replaces the hold
+                        continue
+                    if not self.reserve_slot(plan, state):
+                        lost.add(state.node or "")
+        gone = (old_names - set(cluster.node_names)) | lost
+        self._notify_nodes(gone - {""})
+
+    def _notify_nodes(self, names: set[str]) -> None:
+        if names:
+            for callback in self._on_nodes_changed:
+                callback(self, names)
+
+    def _on_node(self, event: EventType, obj: Mapping) -> None:
+        name = (obj.get("metadata") or {}).get("name", "")
+        if event == "DELETED" or name not in self.cluster.node_index or self._dirty:
+            self._rebuild()                     # tells on_nodes_changed about the nodes that are gone
+            return
+        info = NodeInfo.from_object(obj)
+        old = self.cluster.nodes[self.cluster.node_index[name]]
+        if not self.cluster.update_node_status(info):
+            self._rebuild()
+        self.generation += 1
+        if _usable_plainly(old) and not _usable_plainly(info) or old.taints != info.taints:
+            self._notify_nodes({name})
+
+    # --- pods -------------------------------------------------------------------------------------------
+    def _keep_local_binding(self, event: EventType, pod: Mapping) -> Mapping:
+        """A watch event older than a bind we made ourselves must not undo it in our view."""
+        key = pod_key(pod)
+        node = self._bound_locally.get(key)
+        if node is None or event == "DELETED":
+            self._bound_locally.pop(key, None)
+            return pod
+        if (pod.get("spec") or {}).get("nodeName"):
+            self._bound_locally.pop(key, None)
+            return pod
+        return {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}}
+
+    def _on_pod(self, event: EventType, pod: Mapping) -> None:
+        key = pod_key(pod)
+        if event == "DELETED" or not is_bound_and_running(pod):
+            self.cluster.remove_pod(key)
+            if event != "DELETED" and (pod.get("status") or {}).get("phase") == "Succeeded":
+                self._finish_bound(key)
+            else:
+                self._forget_bound(key)
+            self.generation += 1
+            return
+        self._note_bound(pod)
+        if not self._dirty:
+            self.cluster.add_pod(pod)
+        self.generation += 1
+
+    def _index_podgroup(self, event: EventType, pod: Mapping) -> None:
+        metadata = pod.get("metadata") or {}
+        namespace = metadata.get("namespace") or "default"
+        names = {(metadata.get("annotations") or {}).get(PODGROUP_KEYS[0]),
+                 (metadata.get("labels") or {}).get(PODGROUP_KEYS[1])} - {None, ""}
+        for group in names:
+            members = self.podgroup_pods.setdefault((namespace, group), {})
+            if event == "DELETED":
+                members.pop(metadata.get("name"), None)
+            else:
+                members[metadata.get("name")] = pod
+
+    def _reindex_bound(self) -> None:
+        self.bound.clear()
+        self._bound_pod.clear()
+        for pod in self.objects.list("Pod"):
+            if is_bound_and_running(pod):
+                self._index_bound(pod)
+
+    def _reconcile_plans(self) -> None:
+        """After a relist of pods: slots whose pod vanished wait for a replacement again; slots whose
+        pod is now bound turn into usage."""
+        for plan in self.plans:                  # first what is bound now (it frees reservations) ...
+            held = self.bound.get(plan.key, {})
+            for slot, state in plan.slots.items():
+                if state.status != BOUND and slot in held:
+                    self.release_slot(plan, state)
+                    (state.pod, state.node), state.status = held[slot], BOUND
+        for plan in self.plans:                  # ... then what vanished (it takes reservations)
+            held = self.bound.get(plan.key, {})
+            for slot, state in plan.slots.items():
+                if state.status == BOUND and state.pod and held.get(slot, ("",))[0] != state.pod:
+                    self._bound_pod[state.pod] = (plan.key, slot)
+                    self.bound.setdefault(plan.key, {})[slot] = (state.pod, state.node or "")
+                    self._forget_bound(state.pod)
+            plan.refresh_status()
+
+    def _index_bound(self, pod: Mapping) -> tuple[str, Slot] | None:
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        gang, slot = annotations.get(GANG_ANNOTATION), parse_slot(annotations.get(SLOT_ANNOTATION, ""))
+        if not gang or slot is None:
+            return None
+        key = pod_key(pod)
+        self.bound.setdefault(gang, {})[slot] = (key, pod["spec"]["nodeName"])
+        self._bound_pod[key] = (gang, slot)
+        return gang, slot
+
+    def _note_bound(self, pod: Mapping) -> None:
+        """A pod of a gang is bound: its slot stops being a reservation and becomes usage."""
+        found = self._index_bound(pod)
+        if found is None:
+            return
+        gang, slot = found
+        plan = self.plans.get(gang)
+        if plan is None or slot not in plan.slots:
+            return
+        state = plan.slots[slot]
+        self.release_slot(plan, state)
+        state.status, state.node, state.pod = BOUND, pod["spec"]["nodeName"], pod_key(pod)
+        plan.refresh_status()
+
+    def _finish_bound(self, key: str) -> None:
+        """A pod of a gang Succeeded: its slot is done (no replacement comes); a gang whose every slot is
+        done is finished and forgotten."""
+        gang_slot = self._bound_pod.pop(key, None)
+        if gang_slot is None:
+            return
+        gang, slot = gang_slot
+        if self.bound.get(gang, {}).get(slot, ("",))[0] == key:
+            del self.bound[gang][slot]
+        plan = self.plans.get(gang)
+        if plan is None or slot not in plan.slots:
+            return
+        self.release_slot(plan, plan.slots[slot])
+        plan.slots[slot].status = DONE
+        if all(s.status == DONE for s in plan.slots.values()):
+            self.plans.pop(gang)
+            log.info("gang finished", extra=fields(gang=gang, pods=len(plan.slots)))
+        else:
+            plan.refresh_status()
+
+    def _forget_bound(self, key: str) -> None:
+        """A bound pod of a gang is gone or finished: its slot waits for a replacement, on the same node
+        when it still has room (re-reserved with a fresh TTL), else to be re-planned in its domain."""
+        gang_slot = self._bound_pod.pop(key, None)
+        if gang_slot is None:
+            return
+        gang, slot = gang_slot
+        held = self.bound.get(gang, {})
+        if held.get(slot, ("",))[0] == key:
+            del held[slot]
+        plan = self.plans.get(gang)
+        if plan is None or slot not in plan.slots or plan.slots[slot].pod != key:
+            return
+        state = plan.slots[slot]
+        state.status, state.pod = PLANNED, None
+        if not self.reserve_slot(plan, state):
+            state.status = UNPLACED
+        plan.expires = self.clock() + self.settings.reservation_ttl
+        plan.note(f"pod {key} of slot {slot} left; the slot waits for a replacement"
+                  + (f" on {state.node}" if state.status == PLANNED else ""))
+        plan.refresh_status()
+
+    def record_binding(self, pod: Mapping, node: str) -> None:
+        """Our own bind succeeded: account it now rather than when the watch reports it."""
+        with self.lock:
+            bound_pod = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node},
+                         "status": {**(pod.get("status") or {}), "phase": (pod.get("status") or {}).get("phase") or "Pending"}}
+            self._bound_locally[pod_key(pod)] = node
+            self.seen_pods.pop(pod_key(pod), None)
+            self.objects.apply(POD_KIND, "MODIFIED", bound_pod)
+            self._on_pod("MODIFIED", bound_pod)
+
+    def observe_pod(self, pod: Mapping) -> None:
+        """Remember a pod met in a request when the source has not shown it (standalone mode, races)."""
+        key = pod_key(pod)
+        namespace, name = key.split("/", 1)
+        if self.objects.get("Pod", namespace, name) is not None:
+            return
+        self.seen_pods[key] = pod
+        self.seen_pods.move_to_end(key)
+        self._index_podgroup("ADDED", pod)
+        while len(self.seen_pods) > _SEEN_PODS_LIMIT:
+            self.seen_pods.popitem(last=False)
+
+    def find_pod(self, namespace: str, name: str) -> Mapping | None:
+        return self.objects.get("Pod", namespace, name) or self.seen_pods.get(f"{namespace}/{name}")
+
+    # --- reservations -----------------------------------------------------------------------------------
+    def role_request(self, plan: GangPlan, role: str) -> np.ndarray:
+        from topology.resources import pod_requests
+        spec = plan.tree.roles[role].pod_spec if role in plan.tree.roles else {}
+        return self.cluster.resources.vector(pod_requests(spec))
+
+    def reserve_slot(self, plan: GangPlan, state, *, check_fit: bool = True) -> bool:
+        """Hold the slot's capacity on its node. False (nothing held) when the node is gone, no longer
+        usable for the role, or without room."""
+        node = self.cluster.node_index.get(state.node or "")
+        if node is None:
+            return False
+        request = self.role_request(plan, state.slot.role)
+        if (plan.preemption or {}).get("status") in ("evicting", "waiting"):
+            check_fit = False        # app.preemption: the room is still used by victims evicted for this plan
+        if check_fit:
+            spec = plan.tree.roles[state.slot.role].pod_spec if state.slot.role in plan.tree.roles else {}
+            if PodPlacementRules.from_spec(spec).allows(self.cluster.nodes[node]) is not None:
+                return False
+            if np.any(self.cluster.free[node] < request):
+                return False
+        self.cluster.reserve(reservation_key(plan.key, state.slot), node, request)
+        state.reserved = True
+        return True
+
+    def adopt_placement(self, plan: GangPlan, result) -> None:
+        """Fill the gang plan from a planner result (topology.plan.Plan): slots its pods already hold stay
+        bound, every other placed slot is reserved on its node, elastic slots left out are unplaced."""
+        held = self.bound.get(plan.key, {})
+        plan.slots = {}
+        for slot, node_index in result.slots.items():
+            node = self.cluster.node_names[node_index]
+            if slot in held and held[slot][1] == node:
+                plan.slots[slot] = SlotState(slot, node, BOUND, pod=held[slot][0])
+            else:
+                plan.slots[slot] = SlotState(slot, node, PLANNED)
+                self.reserve_slot(plan, plan.slots[slot], check_fit=False)
+        for slot in result.unplaced:
+            plan.slots[slot] = SlotState(slot, None, UNPLACED)
+        plan.groups = dict(result.groups)
+
+    def release_slot(self, plan: GangPlan, state) -> None:
+        if state.reserved:
+            self.cluster.release(reservation_key(plan.key, state.slot))
+            state.reserved = False
+
+    def release_plan(self, plan: GangPlan) -> None:
+        for state in plan.slots.values():
+            self.release_slot(plan, state)
+
+    def drop_plan(self, key: str, why: str) -> None:
+        plan = self.plans.pop(key)
+        if plan is not None:
+            self.release_plan(plan)
+            self.generation += 1
+            log.info("plan dropped", extra=fields(gang=key, reason=why))
+
+    def expire(self, now: float | None = None) -> list[str]:
+        """Drop plans whose reservations outlived the TTL without every pod arriving."""
+        now = self.clock() if now is None else now
+        with self.lock:
+            expired = self.plans.expired(now)
+            for plan in expired:
+                self.drop_plan(plan.key, f"reservations expired after {self.settings.reservation_ttl:g}s "
+                                         f"({plan.counts()[BOUND]} of {len(plan.slots)} pods bound)")
+                self.metrics.expired.inc()
+            return [p.key for p in expired]
+
+
+def _usable_plainly(node: NodeInfo) -> bool:
+    return node.ready and not node.unschedulable and not node.taints

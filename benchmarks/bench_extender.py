@@ -1,0 +1,233 @@
+"""Extender speed: filter / prioritize / bind latency and pods per second, nodeCacheCapable: true.
+
+    python benchmarks/bench_extender.py            # 5,000 and 20,000 nodes (about a minute)
+    python benchmarks/bench_extender.py --quick    # 5,000 nodes only
+
+Requests go through the whole ASGI app (routing, body limit, orjson parse, pydantic validation, the
+gang logic, orjson answer), called directly in process, so the figures are the service's own time
+(kube-scheduler runs elsewhere); pods/s = pods / the service time of their filter + prioritize + bind.
+Binds use the in-memory writer (no API round trip). The bare baseline is an endpoint that only reads the same body,
+parses it and echoes the node list. Targets: each verb <= 3 ms median at 5,000 nodes; >= 300 pods/s
+through filter + prioritize + bind on 2 cores.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from asgi import post  # noqa: E402
+from synth import synth_cluster_objects  # noqa: E402
+
+from app.server import create_app  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from grouper import expand_pods  # noqa: E402
+
+GPU = "nvidia.com/gpu"
+SHAPE = {"zones": 5, "racks_per_block": 10, "nodes_per_rack": 10}     # 500 nodes per block
+
+
+def gang_job(name: str, pods: int, gpus: int) -> dict:
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "bench", "uid": f"uid-{name}", "resourceVersion": "1",
+                     "annotations": {"kai.scheduler/topology": "default",
+                                     "kai.scheduler/topology-required-placement": "block"}},
+        "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed",
+                 "template": {"metadata": {"annotations": {"kai.scheduler/segment-size": "8",
+                                                           "kai.scheduler/segment-topology-required-placement": "rack"}},
+                              "spec": {"containers": [{"name": "main", "image": "trainer",
+                                                       "resources": {"limits": {GPU: str(gpus)},
+                                                                     "requests": {"cpu": "8", "memory": "64Gi"}}}]}}},
+    }
+
+
+def plain_pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "bench", "uid": f"uid-{name}"},
+            "spec": {"containers": [{"name": "main", "image": "app",
+                                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+            "status": {"phase": "Pending"}}
+
+
+def bare_app() -> FastAPI:
+    """Parse the same body, echo the node list: the floor any extender pays."""
+    app = FastAPI()
+
+    @app.post("/scheduler/filter")
+    async def echo(request: Request) -> Response:
+        args = orjson.loads(await request.body())
+        return Response(orjson.dumps({"NodeNames": args.get("NodeNames"), "FailedNodes": {}, "Error": ""}),
+                        media_type="application/json")
+    return app
+
+
+class Bench:
+    """Calls the ASGI app directly (no client library in the measured time): what the service spends."""
+
+    def __init__(self, app: FastAPI, names: list[str]):
+        self.app = app
+        self.names = names
+        self.times: dict[str, list[float]] = {"filter": [], "prioritize": [], "bind": []}
+
+    async def call(self, verb: str, body: bytes) -> bytes:
+        started = time.perf_counter()
+        answer = await post(self.app, f"/scheduler/{verb}", body)
+        self.times[verb].append(time.perf_counter() - started)
+        return answer
+
+    async def schedule(self, pod: dict) -> str:
+        body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": self.names})
+        answer = orjson.loads(await self.call("filter", body))
+        if not answer["NodeNames"]:
+            raise SystemExit(f"no node for {pod['metadata']['name']}: {set(answer['FailedNodes'].values())}")
+        passing = answer["NodeNames"]
+        body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": passing})
+        scores = orjson.loads(await self.call("prioritize", body))
+        node = max(scores, key=lambda s: s["Score"])["Host"]
+        metadata = pod["metadata"]
+        bind = orjson.dumps({"PodName": metadata["name"], "PodNamespace": metadata["namespace"],
+                             "PodUID": metadata["uid"], "Node": node})
+        error = orjson.loads(await self.call("bind", bind))["Error"]
+        if error:
+            raise SystemExit(f"bind failed: {error}")
+        return node
+
+
+def ms(values: list[float]) -> str:
+    if not values:
+        return "-"
+    ordered = sorted(values)
+    return (f"median {statistics.median(ordered) * 1e3:6.2f} ms  p90 {ordered[int(len(ordered) * 0.9)] * 1e3:6.2f} ms"
+            f"  (n={len(values)})")
+
+
+async def run(node_count: int, gangs: int, gang_pods: int, plain: int) -> None:
+    objects = synth_cluster_objects(node_count, **SHAPE)
+    jobs = [gang_job(f"train-{i}", gang_pods, 8) for i in range(gangs)]
+    started = time.perf_counter()
+    app = create_app(Settings(log_level="warning"), objects=objects + jobs, freeze_gc=True)
+    names = list(app.state.service.cluster.node_names)
+    print(f"\n== {node_count:,} nodes (app built in {time.perf_counter() - started:.1f} s)")
+    bench = Bench(app, names)
+
+    pods = [pod for job in jobs for pod in expand_pods(job)]
+    for pod in pods:
+        pod["metadata"]["uid"] = f"uid-{pod['metadata']['name']}"
+        pod["status"] = {"phase": "Pending"}
+    for pod in pods:
+        await bench.schedule(pod)
+    gang_times = {verb: list(t) for verb, t in bench.times.items()}
+    gang_elapsed = sum(sum(t) for t in gang_times.values())
+
+    for verb in bench.times:
+        bench.times[verb].clear()
+    for i in range(plain):
+        await bench.schedule(plain_pod(f"web-{i}"))
+    plain_elapsed = sum(sum(t) for t in bench.times.values())
+
+    print(f"gang pods ({gangs} gangs x {gang_pods} pods x 8 GPUs, required block, segments of 8 per rack):")
+    for verb, values in gang_times.items():
+        print(f"  {verb:<10} {ms(values)}")
+    print(f"  throughput  {len(pods) / gang_elapsed:7.0f} pods/s through filter + prioritize + bind")
+    print("plain pods (pass-through):")
+    for verb, values in bench.times.items():
+        print(f"  {verb:<10} {ms(values)}")
+    print(f"  throughput  {plain / plain_elapsed:7.0f} pods/s through filter + prioritize + bind")
+    registry = app.state.service.metrics.registry
+    count = registry.get_sample_value("tas_extender_planning_seconds_count", {"kind": "gang"}) or 0
+    total = registry.get_sample_value("tas_extender_planning_seconds_sum", {"kind": "gang"}) or 0.0
+    if count:
+        print(f"gang planning: {count:.0f} plans, mean {total / count * 1e3:.2f} ms (inside each gang's first filter)")
+
+    bare = Bench(bare_app(), names)
+    body = orjson.dumps({"Pod": plain_pod("x"), "Nodes": None, "NodeNames": names})
+    for _ in range(200):
+        await bare.call("filter", body)
+    ours = statistics.median(bench.times["filter"])
+    floor = statistics.median(bare.times["filter"])
+    print(f"bare endpoint (parse + echo the node list): {ms(bare.times['filter'])}")
+    print(f"  overhead of our filter over the bare endpoint: {(ours - floor) * 1e3:+.2f} ms median")
+
+
+def over_http(node_count: int, gangs: int, gang_pods: int) -> None:
+    """The same gang pods end to end: `tas-extender serve --cluster` in its own process, one keep-alive
+    HTTP connection from here (the client's own JSON work counts in this figure)."""
+    import os
+    import socket
+    import subprocess
+    import tempfile
+
+    import httpx
+
+    jobs = [gang_job(f"train-{i}", gang_pods, 8) for i in range(gangs)]
+    with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as dump:
+        dump.write(orjson.dumps({"apiVersion": "v1", "kind": "List",
+                                 "items": synth_cluster_objects(node_count, **SHAPE) + jobs}))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TAS_", "KUBERNETES_"))}
+    server = subprocess.Popen([sys.executable, "-m", "app.commands.serve",
+                               "--cluster", dump.name, "--port", str(port), "--host", "127.0.0.1",
+                               "--log-level", "warning"], env=env, cwd=Path(__file__).resolve().parent.parent)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, timeout=30) as client:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if client.get("/readyz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise SystemExit("the server did not start")
+                time.sleep(0.2)
+            names = client.get("/debug/topology").json()["nodes"]
+            names = [f"node-{i:06d}" for i in range(names)]
+            pods = [pod for job in jobs for pod in expand_pods(job)]
+            headers = {"content-type": "application/json"}
+            started = time.perf_counter()
+            for pod in pods:
+                pod["metadata"]["uid"] = f"uid-{pod['metadata']['name']}"
+                body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
+                passing = orjson.loads(client.post("/scheduler/filter", content=body, headers=headers).content)["NodeNames"]
+                body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": passing})
+                client.post("/scheduler/prioritize", content=body, headers=headers)
+                bind = {"PodName": pod["metadata"]["name"], "PodNamespace": "bench", "PodUID": pod["metadata"]["uid"],
+                        "Node": passing[0]}
+                error = client.post("/scheduler/bind", json=bind).json()["Error"]
+                if error:
+                    raise SystemExit(error)
+            elapsed = time.perf_counter() - started
+        print(f"over HTTP (uvicorn process + this client, {node_count:,} nodes): "
+              f"{len(pods) / elapsed:.0f} gang pods/s through filter + prioritize + bind")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        os.unlink(dump.name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="5,000 nodes only")
+    args = parser.parse_args()
+    asyncio.run(run(5_000, gangs=10, gang_pods=32, plain=300))
+    over_http(5_000, gangs=5, gang_pods=32)
+    if not args.quick:
+        asyncio.run(run(20_000, gangs=5, gang_pods=32, plain=150))
+
+
+if __name__ == "__main__":
+    main()

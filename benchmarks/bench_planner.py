@@ -1,0 +1,116 @@
+"""Planner speed: median time per plan for the issue's two reference gangs, and how it grows with
+nodes and with pods. Run: python benchmarks/bench_planner.py [--quick]"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from topology.groups import Group, GroupTree, RoleSpec, SegmentInfo, Slot
+from topology.plan import PlanInput
+from topology.planner import plan_gang
+from topology.resources import ResourceIndex
+from topology.tree import Level, TopologyTree
+
+GPU = "nvidia.com/gpu"
+RESOURCES = ResourceIndex([GPU])
+
+
+def cluster(zones: int, blocks: int, racks: int, nodes: int, busy: float = 0.25, seed: int = 1):
+    """zones x blocks x racks x nodes of 8 GPUs, 4 levels (zone, block, rack, host); `busy` of the
+    nodes run a 4-GPU pod of some other gang."""
+    paths = []
+    for z in range(zones):
+        for b in range(blocks):
+            for r in range(racks):
+                for n in range(nodes):
+                    rack = f"z{z}-b{b}-r{r}"
+                    paths.append((f"z{z}", f"z{z}-b{b}", rack, f"{rack}-n{n}"))
+    names = [p[3] for p in paths]
+    levels = [Level("topology.kubernetes.io/zone", "zone"), Level("example.com/block", "block"),
+              Level("example.com/rack", "rack"), Level("kubernetes.io/hostname", "host")]
+    tree = TopologyTree("bench", "bench", levels, names, paths)
+    free = np.zeros((len(names), len(RESOURCES)), dtype=np.int64)
+    free[:, RESOURCES.column["cpu"]] = 96_000
+    free[:, RESOURCES.column["memory"]] = 1024 << 30
+    free[:, RESOURCES.column["pods"]] = 110
+    free[:, RESOURCES.column[GPU]] = 8
+    rng = np.random.default_rng(seed)
+    taken = rng.random(len(names)) < busy
+    free[taken, RESOURCES.column[GPU]] -= 4
+    return tree, free, taken
+
+
+def job(pods: int, segment: int, segment_level="rack", job_required="zone", job_preferred="block") -> GroupTree:
+    count = (pods + segment - 1) // segment
+    children = [Group(f"worker-seg-{s}", slots=[Slot("worker", i) for i in range(s * segment, min(pods, (s + 1) * segment))],
+                      required_level=segment_level, segment=SegmentInfo("worker", s, segment, count))
+                for s in range(count)]
+    root = Group("job", children=children, required_level=job_required, preferred_level=job_preferred)
+    return GroupTree("bench", "job", "PyTorchJob", root, {"worker": RoleSpec("worker", pods)}, topology="bench")
+
+
+def plan_input(tree: TopologyTree, free: np.ndarray, gang: GroupTree) -> PlanInput:
+    request = np.zeros(len(RESOURCES), dtype=np.int64)
+    request[RESOURCES.column[GPU]] = 8
+    request[RESOURCES.column["cpu"]] = 8000
+    request[RESOURCES.column["pods"]] = 1
+    return PlanInput(tree=gang, topology=tree, free=free, resources=RESOURCES, node_names=tree.node_names,
+                     requests={"worker": request}, usable={"worker": np.ones(len(free), dtype=bool)})
+
+
+def measure(inp: PlanInput, runs: int) -> tuple[float, float, object]:
+    start = time.perf_counter()
+    plan = plan_gang(inp)                          # first plan on this topology (builds cached groupings)
+    cold = time.perf_counter() - start
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        plan_gang(inp)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000, cold * 1000, plan
+
+
+def report(title: str, inp: PlanInput, runs: int, target: float | None = None) -> float:
+    median, cold, plan = measure(inp, runs)
+    pods = len(inp.tree.slots())
+    status = "" if target is None else ("  OK" if median <= target else f"  OVER {target} ms")
+    print(f"{title:<58} {median:8.2f} ms median ({cold:7.1f} ms first)  placed={plan.placed} "
+          f"pods={len(plan.slots)}/{pods} rank={plan.rank[:3] if plan.rank else ''}{status}")
+    return median
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer runs")
+    args = parser.parse_args(argv)
+    runs = 10 if args.quick else 40
+    print("Reference gangs (8-GPU pods, 25% of nodes half busy with other gangs):")
+    tree, free, _ = cluster(2, 4, 16, 16)
+    ok = report("128 pods in 16 segments of 8, 2,048 nodes", plan_input(tree, free, job(128, 8)), runs, 5.0) <= 5.0
+    tree, free, _ = cluster(4, 8, 16, 32)
+    ok &= report("1,024 pods in 64 segments of 16, 16,384 nodes", plan_input(tree, free, job(1024, 16)),
+                 runs, 50.0) <= 50.0
+    print("\nGrowth with nodes (128 pods in segments of 8):")
+    print(f"{'nodes':>8} {'median ms':>10}")
+    for zones, blocks, racks, nodes in ((1, 2, 16, 16), (2, 4, 16, 16), (4, 4, 16, 32), (4, 8, 16, 32)):
+        tree, free, _ = cluster(zones, blocks, racks, nodes)
+        median, _, _ = measure(plan_input(tree, free, job(128, 8)), runs)
+        print(f"{len(free):>8} {median:>10.2f}")
+    print("\nGrowth with pods (16,384 nodes, segments of 16):")
+    print(f"{'pods':>8} {'median ms':>10}")
+    tree, free, _ = cluster(4, 8, 16, 32)
+    for pods in (32, 128, 512, 1024, 2048):
+        median, _, _ = measure(plan_input(tree, free, job(pods, 16, job_required=None)), runs)
+        print(f"{pods:>8} {median:>10.2f}")
+    print("\nA refusal (the explanation is part of the cost): 4,096 pods in one zone of 16,384 nodes")
+    median, _, plan = measure(plan_input(tree, free, job(4096, 16)), max(3, runs // 4))
+    print(f"{median:8.2f} ms median: {plan.reason}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Helpers for the service tests (test_extender*, test_service*, test_debug*): a standalone app on the
+demo cluster with a workload, and the extender calls kube-scheduler would make."""
+from __future__ import annotations
+
+import copy
+
+from fastapi.testclient import TestClient
+
+from app.server import create_app
+from app.settings import Settings
+from grouper import expand_pods
+from topology.demo import demo_objects
+
+GPU = "nvidia.com/gpu"
+
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def indexed_job(name: str, pods: int, gpus: int, *, required: str | None = "block", segment: int | None = 4,
+                segment_level: str = "rack", namespace: str = "team-a") -> dict:
+    """An Indexed batch/v1 Job opting into the `default` demo topology."""
+    annotations = {"kai.scheduler/topology": "default"}
+    if required:
+        annotations["kai.scheduler/topology-required-placement"] = required
+    template_annotations = {}
+    if segment:
+        template_annotations = {"kai.scheduler/segment-size": str(segment),
+                                "kai.scheduler/segment-topology-required-placement": segment_level}
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "resourceVersion": "1",
+                     "annotations": annotations},
+        "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed",
+                 "template": {"metadata": {"annotations": template_annotations},
+                              "spec": {"containers": [{"name": "main", "image": "trainer",
+                                                       "resources": {"limits": {GPU: str(gpus)}}}]}}},
+    }
+
+
+def job_pods(job: dict) -> list[dict]:
+    pods = expand_pods(job)
+    for pod in pods:
+        pod["metadata"]["uid"] = f"uid-{pod['metadata']['name']}"
+        pod["metadata"]["resourceVersion"] = "1"
+        pod["status"] = {"phase": "Pending"}
+    return pods
+
+
+def plain_pod(name: str, gpus: int = 0, cpu: str = "1", namespace: str = "default") -> dict:
+    requests = {"cpu": cpu}
+    if gpus:
+        requests[GPU] = str(gpus)
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
+            "spec": {"containers": [{"name": "main", "image": "app", "resources": {"requests": requests}}]},
+            "status": {"phase": "Pending"}}
+
+
+def make_client(*workloads: dict, clock: Clock | None = None, objects: list[dict] | None = None,
+                **settings) -> TestClient:
+    base = objects if objects is not None else demo_objects()
+    app = create_app(Settings(**settings), objects=[*copy.deepcopy(base), *workloads],
+                     clock=clock or Clock())
+    return TestClient(app)
+
+
+def service(client: TestClient):
+    return client.app.state.service
+
+
+def node_names(client: TestClient) -> list[str]:
+    return list(service(client).cluster.node_names)
+
+
+def filter_(client: TestClient, pod: dict, names: list[str] | None = None) -> dict:
+    body = {"Pod": pod, "Nodes": None, "NodeNames": node_names(client) if names is None else names}
+    response = client.post("/scheduler/filter", json=body)
+    assert response.status_code == 200
+    return response.json()
+
+
+def prioritize(client: TestClient, pod: dict, names: list[str] | None = None) -> dict[str, int]:
+    body = {"Pod": pod, "Nodes": None, "NodeNames": node_names(client) if names is None else names}
+    response = client.post("/scheduler/prioritize", json=body)
+    assert response.status_code == 200
+    return {entry["Host"]: entry["Score"] for entry in response.json()}
+
+
+def bind(client: TestClient, pod: dict, node: str) -> str:
+    metadata = pod["metadata"]
+    response = client.post("/scheduler/bind", json={"PodName": metadata["name"], "PodNamespace": metadata["namespace"],
+                                                    "PodUID": metadata["uid"], "Node": node})
+    assert response.status_code == 200
+    return response.json()["Error"]
+
+
+def schedule(client: TestClient, pod: dict, names: list[str] | None = None) -> str:
+    """filter -> prioritize -> bind the best node, as kube-scheduler does; the node chosen."""
+    answer = filter_(client, pod, names)
+    assert answer["Error"] == "", answer["Error"]
+    assert answer["NodeNames"], f"no node for {pod['metadata']['name']}: {set(answer['FailedNodes'].values())}"
+    scores = prioritize(client, pod, answer["NodeNames"])
+    node = max(answer["NodeNames"], key=lambda n: scores[n])
+    assert bind(client, pod, node) == ""
+    return node
+
+
+def domain_of(client: TestClient, node: str, level: str) -> str:
+    cluster = service(client).cluster
+    tree = cluster.topologies["default"]
+    index = tree.level_index(level)
+    return tree.domain_ids[index][int(tree.node_domain[index][cluster.node_index[node]])]

@@ -1,0 +1,83 @@
+"""The debug API the /ui page and people read: plans and topologies as clean JSON."""
+from __future__ import annotations
+
+from service_helpers import GPU, filter_, indexed_job, job_pods, make_client, schedule
+
+
+def test_plans_list_and_detail():
+    job = indexed_job("llama", pods=8, gpus=4)
+    client = make_client(job)
+    assert client.get("/debug/plans").json()["plans"] == []
+    schedule(client, job_pods(job)[0])
+    listing = client.get("/debug/plans").json()
+    assert listing["counts"] == {"pending": 0, "planned": 1, "bound": 0, "refused": 0}
+    assert listing["reservations"] == 7 and listing["settings"]["strategy"] == "binpack"
+    summary = listing["plans"][0]
+    assert summary["gang"] == "team-a/pg-llama-uid-llama" and summary["kind"] == "Job" and "slots" not in summary
+    detail = client.get("/debug/plans/team-a/pg-llama-uid-llama").json()
+    assert detail["topology"] == "default" and detail["pods"] == 8
+    assert {s["status"] for s in detail["slots"]} == {"planned", "bound"}
+    bound = [s for s in detail["slots"] if s["status"] == "bound"]
+    assert bound == [{"slot": "job-0", "role": "job", "index": 0, "node": bound[0]["node"], "status": "bound",
+                      "pod": "team-a/llama-0", "reserved": False, "group": "job-0"}]
+    groups = {g["group"]: g for g in detail["groups"]}
+    assert groups["job-0"]["level"] == "rack" and groups["job-0"]["domain"].count("/") == 2
+    missing = client.get("/debug/plans/team-a/nothing")
+    assert missing.status_code == 404 and "team-a/pg-llama-uid-llama" in missing.json()["detail"]
+
+
+def test_topology_listing():
+    client = make_client()
+    body = client.get("/debug/topology").json()
+    names = [t["name"] for t in body["topologies"]]
+    assert names == ["default", "kueue-default"]
+    default = body["topologies"][0]
+    assert [l["display"] for l in default["levels"]] == ["zone", "block", "rack", "host"]
+    assert [l["domains"] for l in default["levels"]] == [2, 4, 8, 32]
+    assert default["nodes"] == 32 and GPU in body["resources"]
+
+
+def test_topology_tree_has_capacity_usage_and_reservations_per_domain():
+    job = indexed_job("llama", pods=8, gpus=4)
+    client = make_client(job)
+    filter_(client, job_pods(job)[0])
+    body = client.get("/debug/topology/default", params={"resource": GPU}).json()
+    assert body["resources"] == [GPU] and body["levels"] == ["zone", "block", "rack", "host"]
+    zones = body["domains"]
+    assert [z["value"] for z in zones] == ["zone-a", "zone-b"]
+    assert sum(z["allocatable"][GPU] for z in zones) == 256
+    assert sum(z["reserved"][GPU] for z in zones) == 32
+    for zone in zones:
+        assert zone["free"][GPU] == zone["allocatable"][GPU] - zone["used"][GPU] - zone["reserved"][GPU]
+        assert zone["used"][GPU] == sum(b["used"][GPU] for b in zone["children"])
+    nodes = [n for z in zones for b in z["children"] for r in b["children"] for h in r["children"] for n in h["nodes"]]
+    assert len(nodes) == 32
+    node16 = next(n for n in nodes if n["node"] == "node-16")
+    assert node16["ready"] is False
+    node24 = next(n for n in nodes if n["node"] == "node-24")
+    assert node24["taints"] == ["maintenance=nic-firmware:NoSchedule"]
+    reserved = [n for n in nodes if n["reservations"]]
+    assert sum(n["reserved"][GPU] for n in reserved) == 32
+    assert all(r.startswith("team-a/pg-llama-uid-llama#job-") for n in reserved for r in n["reservations"])
+    assert body["totals"]["reserved"][GPU] == 32
+
+
+def test_topology_errors_name_valid_values():
+    client = make_client()
+    unknown = client.get("/debug/topology/nope")
+    assert unknown.status_code == 404 and "default, kueue-default" in unknown.json()["detail"]
+    bad = client.get("/debug/topology/default", params={"resource": "tpu"})
+    assert bad.status_code == 400 and "nvidia.com/gpu" in bad.json()["detail"]
+
+
+def test_objects_can_be_added_in_standalone_mode():
+    client = make_client()
+    job = indexed_job("llama", pods=8, gpus=4)
+    import yaml
+    response = client.post("/debug/objects", content=yaml.safe_dump(job), headers={"content-type": "application/yaml"})
+    assert response.json() == {"applied": ["Job team-a/llama"]}
+    answer = filter_(client, job_pods(job)[0])
+    assert len(answer["NodeNames"]) == 1
+    assert client.get("/debug/plans").json()["counts"]["planned"] == 1
+    bad = client.post("/debug/objects", content=b"kind: [")
+    assert bad.status_code == 400 and "not valid YAML or JSON" in bad.json()["detail"]

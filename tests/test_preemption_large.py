@@ -1,0 +1,69 @@
+"""Domains too big for the exhaustive search: the greedy search (spare pods, then whole gangs, lowest
+priority first, then every victim the plan does not need spared again)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from topology.groups import GroupTree, RoleSpec
+from topology.plan import PlanInput
+from topology.preemption import RunningGang, RunningPod, select_victims
+from topology.preemption.select import EXACT_LIMIT
+
+from oracle import check_plan
+from planner_cases import RESOURCES, free_matrix, grid_topology, request, segmented
+
+
+def full_cluster(priority_of_block):
+    """2 blocks x 4 racks x 4 nodes of 8 GPUs, each node running one single-pod workload whose name
+    order has nothing to do with its place."""
+    topology = grid_topology([2, 4, 4], names=("block", "rack", "host"))
+    nodes = len(topology.node_names)
+    scrambled = np.random.default_rng(7).permutation(nodes)
+    running = [RunningGang(f"batch/w{int(scrambled[node]):02d}", priority_of_block(node // 16),
+                           {f"batch/w{int(scrambled[node]):02d}-0": RunningPod(node, request(gpu=8))})
+               for node in range(nodes)]
+    return topology, running
+
+
+def gang_input(topology, required="block", priority=10):
+    root = segmented("w", 8, 4, segment_level="rack", required_level=required)
+    tree = GroupTree("prod", "big", "PyTorchJob", root, {"w": RoleSpec("w", 8)}, topology="test", priority=priority)
+    nodes = len(topology.node_names)
+    return PlanInput(tree=tree, topology=topology, free=free_matrix([0] * nodes), resources=RESOURCES,
+                     node_names=list(topology.node_names), requests={"w": request(gpu=8)},
+                     usable={"w": np.ones(nodes, dtype=bool)})
+
+
+def test_greedy_frees_two_whole_racks_in_the_cheaper_block():
+    topology, running = full_cluster(lambda block: 5 if block == 0 else 1)
+    assert 2 ** 16 > EXACT_LIMIT                       # 16 single-pod gangs per block: greedy
+    inp = gang_input(topology)
+    result = select_victims(inp, running)
+    assert result.found, result.explanation
+    assert result.level == "block" and result.domain.endswith("b1")
+    assert len(result.victims) == 8 and result.cost.victims == (1, 8, 8)
+    racks = {int(topology.node_domain[1][v.node]) for v in result.victims}
+    assert len(racks) == 2                             # two whole racks, one per segment
+    assert check_plan(replace(inp, free=result.free), result.plan) == []
+
+
+def test_greedy_keeps_priority_first():
+    """Block 0 holds one priority-1 pod among priority-0 pods, block 1 only priority-2 pods: block 0 wins
+    with victims of priority 0 only."""
+    topology, running = full_cluster(lambda block: 0 if block == 0 else 2)
+    running[5].priority = 1
+    result = select_victims(gang_input(topology), running)
+    assert result.found and result.cost.priority == 0
+    assert all(v.node < 16 and v.node != 5 for v in result.victims)
+
+
+def test_spare_pods_of_a_large_elastic_gang_are_taken_before_whole_gangs():
+    topology, running = full_cluster(lambda block: 0)
+    pods = {key: pod for gang in running[16:] for key, pod in gang.pods.items()}
+    elastic = RunningGang("batch/elastic", 0, pods, min_member=4)       # block 1: one gang of 16, 12 spare
+    result = select_victims(gang_input(topology), running[:16] + [elastic])
+    assert result.found
+    assert result.broken_gangs == [] and result.gangs == ["batch/elastic"]
+    assert len(result.victims) == 8

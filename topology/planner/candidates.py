@@ -1,0 +1,95 @@
+"""Candidate domains for a group at one level inside its parent's domain: those that can hold its
+mandatory pods (vectorized counts), whole segments, its running pods and its exclusivity, best first."""
+from __future__ import annotations
+
+import numpy as np
+
+from .demand import GroupInfo
+from .layout import ROOT, Layout
+from .state import State
+
+
+def segment_room(state: State, group: GroupInfo, level: int, domains: np.ndarray) -> np.ndarray | None:
+    """Whole segments of the group's children that fit in each domain (None: no segment shape below)."""
+    shape = group.segments
+    if shape is None or shape.level <= level:
+        return None
+    layout = state.layout
+    per = state.counts[shape.role][shape.level] // shape.size
+    if level == ROOT:
+        return np.full(len(domains), int(per.sum()), dtype=np.int64)
+    owner = layout.ancestors(shape.level, level)
+    return np.bincount(owner, weights=per, minlength=layout.size(level)).astype(np.int64)[domains]
+
+
+def pinned_domain(layout: Layout, group: GroupInfo, level: int) -> int | None:
+    """The one domain of `level` holding every running pod of the group; -1 when they span several.
+    Running pods on nodes outside the topology pin nothing."""
+    if not group.pinned.size:
+        return None
+    owners = layout.node_ancestor(group.pinned, level)
+    owners = owners[owners >= 0]
+    if not owners.size:
+        return None
+    return int(owners[0]) if (owners == owners[0]).all() else -1
+
+
+def in_scope(layout: Layout, level: int, scope_level: int, scope_domain: int) -> np.ndarray:
+    if level == scope_level:
+        return np.array([scope_domain], dtype=np.int64)
+    return layout.inside(scope_level, scope_domain, level)
+
+
+def candidates(state: State, group: GroupInfo, level: int, scope_level: int, scope_domain: int,
+               occupied: list[np.ndarray] | None, spread: bool, limit: int,
+               near: int | None = None) -> np.ndarray:
+    """At most `limit` domains, best first: nearest to `near` (a node of the previous sibling, so
+    siblings share as many ancestors as possible), then the tightest (binpack) or emptiest (spread)
+    leftover, then tree order (domain names)."""
+    layout = state.layout
+    domains = in_scope(layout, level, scope_level, scope_domain)
+    pinned = pinned_domain(layout, group, level)
+    if pinned is not None:
+        domains = domains[domains == pinned]
+    if not domains.size:
+        return domains
+    keep = np.ones(len(domains), dtype=bool)
+    primary, primary_need = None, -1
+    for role, need in group.need.items():
+        if need:
+            keep &= state.count(role, level, domains) >= need
+            if need > primary_need:
+                primary, primary_need = role, need
+    if group.need_total > sum(group.need.values()):
+        # an inner minMember asks for more pods than the children's minimums: any of its roles count
+        total = sum((state.count(role, level, domains) for role in sorted(group.roles & set(state.roles))),
+                    np.zeros(len(domains), dtype=np.int64))
+        keep &= total >= group.need_total
+    room = segment_room(state, group, level, domains)
+    shape = group.segments
+    if room is not None and shape.hard:
+        keep &= room >= shape.count
+    if group.claim is not None and level >= group.claim and occupied is not None and not group.pinned.size:
+        keep &= ~occupied[group.claim][layout.ancestors(level, group.claim)[domains]]
+    domains = domains[keep]
+    if domains.size <= 1:
+        return domains
+    if primary is None:
+        # nothing mandatory: the domain with the most room for the group's elastic pods
+        roles = group.roles & set(state.roles)
+        leftover = -sum((state.count(role, level, domains) for role in sorted(roles)), np.zeros(len(domains)))
+    else:
+        leftover = state.count(primary, level, domains) - primary_need
+        if spread:
+            leftover = -leftover
+    keys = [domains, leftover]
+    if near is not None and level >= 0 and primary is not None:
+        # siblings stay together: fewer domains used at every level beats a tighter fit
+        shared = np.zeros(len(domains), dtype=np.int64)
+        for above in range(level + 1):
+            shared += layout.ancestors(level, above)[domains] == layout.node_domain[above][near]
+        keys.append(-shared)
+    if room is not None and not shape.hard:
+        keys.append((room[keep] < shape.count).astype(np.int64))
+    order = np.lexsort(keys)
+    return domains[order[:limit]]

@@ -1,0 +1,109 @@
+"""The one entry point from a Cluster: per-role requests and usable nodes, why nodes are excluded,
+which domains other gangs occupy, and a private free matrix -> PlanInput (and plan_for = build + plan)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..groups import GroupTree, Slot
+from ..nodes import PodPlacementRules
+from ..plan import STRATEGIES, Plan, PlanInput
+from ..resources import pod_requests
+from ..tree import TopologyTree
+from .gang import plan_gang
+
+
+def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binpack",
+                     bound: Mapping[Slot, int] | None = None,
+                     candidates: Mapping[str, np.ndarray] | None = None,
+                     occupied_nodes: np.ndarray | None = None,
+                     free: np.ndarray | None = None) -> PlanInput:
+    """Everything the planner needs about one gang on this cluster. ValueError (naming the field and the
+    valid values) for an unknown strategy or topology; a role nobody can host is marked unplaceable."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy {strategy!r} is not valid; valid strategies: {', '.join(STRATEGIES)}")
+    try:
+        topology = cluster.topology(tree.topology) if tree.topology else None
+    except KeyError as err:
+        raise ValueError(f"gang {tree.key}: {err.args[0]}") from None
+    node_count = len(cluster.nodes)
+    requests: dict[str, np.ndarray] = {}
+    usable: dict[str, np.ndarray] = {}
+    unplaceable: dict[str, str] = {}
+    excluded: dict[str, int] = {}
+    for role in _roles(tree):
+        spec = tree.roles[role].pod_spec if role in tree.roles else {}
+        amounts = pod_requests(spec)
+        requests[role] = cluster.resources.vector(amounts)
+        missing = cluster.resources.unknown(amounts)
+        rules = PodPlacementRules.from_spec(spec)
+        mask = cluster.usable(rules)
+        if candidates is not None and role in candidates:
+            allowed = np.asarray(candidates[role], dtype=bool)
+            _count(excluded, "not a candidate", int((mask & ~allowed).sum()))
+            mask = mask & allowed
+        if missing:
+            unplaceable[role] = f"requests {', '.join(missing)}, which no node offers"
+            mask = np.zeros(node_count, dtype=bool)
+        usable[role] = mask
+        for reason, count in _exclusions(cluster, rules, usable[role] if not missing else cluster.usable(rules)).items():
+            excluded[reason] = max(excluded.get(reason, 0), count)
+    if topology is not None:
+        for reason, count in _tree_exclusions(topology).items():
+            _count(excluded, reason, count)
+    return PlanInput(
+        tree=tree, topology=topology,
+        free=cluster.capacity.snapshot() if free is None else np.array(free, dtype=np.int64, copy=True),
+        resources=cluster.resources, node_names=list(cluster.node_names),
+        requests=requests, usable=usable, bound=dict(bound or {}), strategy=strategy,
+        occupied=occupied_masks(topology, occupied_nodes), excluded=excluded, unplaceable=unplaceable)
+
+
+def plan_for(cluster: Cluster, tree: GroupTree, **kwargs) -> Plan:
+    """build_plan_input + plan_gang."""
+    return plan_gang(build_plan_input(cluster, tree, **kwargs))
+
+
+def occupied_masks(topology: TopologyTree | None, occupied_nodes: np.ndarray | None) -> list[np.ndarray] | None:
+    """Per level, the domains holding any node of `occupied_nodes` (nodes running other gangs' pods)."""
+    if topology is None or occupied_nodes is None:
+        return None
+    nodes = np.asarray(occupied_nodes, dtype=bool) & topology.member
+    masks = []
+    for level in range(topology.depth):
+        mask = np.zeros(topology.domain_count(level), dtype=bool)
+        mask[topology.node_domain[level][nodes]] = True
+        masks.append(mask)
+    return masks
+
+
+def _roles(tree: GroupTree) -> list[str]:
+    roles = list(tree.roles)
+    for slot in tree.slots():
+        if slot.role not in roles:
+            roles.append(slot.role)
+    return roles
+
+
+def _exclusions(cluster: Cluster, rules: PodPlacementRules, mask: np.ndarray) -> dict[str, int]:
+    """Why nodes outside the usable mask are excluded; only those nodes are examined."""
+    counts: dict[str, int] = {}
+    for node in np.flatnonzero(~mask).tolist():
+        reason = rules.allows(cluster.nodes[node])
+        if reason:
+            _count(counts, "tainted" if reason.startswith("untolerated taint") else reason, 1)
+    return counts
+
+
+def _tree_exclusions(topology: TopologyTree) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for reason in topology.excluded.values():
+        _count(counts, "missing level label" if reason.startswith("missing level label") else reason, 1)
+    return counts
+
+
+def _count(counts: dict[str, int], reason: str, count: int) -> None:
+    if count:
+        counts[reason] = counts.get(reason, 0) + count

@@ -1,0 +1,467 @@
+"""Placing a group tree.
+
+Each group climbs its ladder of levels (finest first, never above its required level or its parent's
+domain) and tries a bounded number of candidate domains per level, best first; inside a domain it places
+its children (or, for a leaf, its pods). The search is a backtracking one written with continuations:
+`place_group(group, ..., then)` places the group and calls `then` to place everything after it; when
+that fails, the group tries its next candidate. A budget of candidate tries bounds the search: once it is
+spent, no placement that has succeeded is reconsidered (the search becomes greedy), so plan time stays
+predictable. Mandatory pods of the whole tree come first; then elastic pods and extra subgroups, as
+close as possible, never outside a required domain."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from .candidates import candidates
+from .demand import GroupInfo
+from .fill import select
+from .layout import ROOT
+from .state import State
+
+UNLIMITED = 1 << 62
+LEAF_VARIANTS = 6            # refills of a leaf holding back room its first fill used, while searching
+NO_SLOTS = np.empty(0, dtype=np.int64)
+Then = Callable[[], bool]
+
+
+def _done() -> bool:
+    return True
+
+
+class Placer:
+    def __init__(self, state: State, occupied: list[np.ndarray] | None, spread: bool, max_candidates: int,
+                 budget: int, explainer=None):
+        self.state = state
+        self.layout = state.layout
+        self.occupied = occupied
+        self.spread = spread
+        self.limit = max(1, max_candidates)
+        self.budget = budget
+        self.where: dict[GroupInfo, tuple[int, int]] = {}
+        self.claims: dict[GroupInfo, np.ndarray] = {}     # exclusive domains taken by this plan
+        self.held: dict[GroupInfo, np.ndarray] = {}       # exclusive domains held by running pods
+        self.sealed: set[GroupInfo] = set()               # satisfied without a domain (nothing to place)
+        self.failures: dict[GroupInfo, str] = {}
+        self.explainer = explainer
+        self.tried = 0
+        self._hidden = NO_SLOTS                           # the node a leaf refill leaves out
+
+    @property
+    def searching(self) -> bool:
+        return self.tried <= self.budget
+
+    def hold_running(self, root: GroupInfo) -> None:
+        """An exclusive group with running pods keeps their domain: hidden from the rest of the gang."""
+        for group in root.walk():
+            if group.claim is None or not group.pinned.size:
+                continue
+            owners = self.layout.node_ancestor(group.pinned, group.claim)
+            owners = np.unique(owners[owners >= 0])
+            if owners.size == 1:
+                nodes = self.layout.inside(group.claim, int(owners[0]), self.layout.depth)
+                self.held[group] = nodes
+                self.state.block(nodes)
+
+    # --- mandatory ---------------------------------------------------------------------------------------
+    def place_group(self, group: GroupInfo, scope_level: int, scope_domain: int, then: Then = _done) -> bool:
+        """Place the group's mandatory pods inside the scope domain, then `then`; False (state untouched)
+        when no candidate makes both work."""
+        if not self.held:
+            return self._place_group(group, scope_level, scope_domain, then)
+        # a held domain is visible to its holder's ancestors and descendants, hidden from everyone else
+        related = [h for h in self.held
+                   if any(a is group for a in h.ancestors()) or any(a is h for a in group.ancestors())]
+        mark = self.state.mark()
+        changes = self._reveal(related)
+
+        def after() -> bool:
+            self._undo(changes)
+            if then():
+                return True
+            changes[:] = self._reveal(related)
+            return False
+
+        if self._place_group(group, scope_level, scope_domain, after):
+            return True
+        self.state.revert(mark)
+        return False
+
+    def _reveal(self, related: list[GroupInfo]) -> list[tuple[np.ndarray, bool]]:
+        """Show the held domains of `related` groups, hide every other one (domains may nest); the
+        changes made, to undo in reverse."""
+        changes = [(self.state.block(self.held[h], False), False) for h in related]
+        changes += [(self.state.block(nodes, True), True) for h, nodes in self.held.items() if h not in related]
+        return changes
+
+    def _undo(self, changes: list[tuple[np.ndarray, bool]]) -> None:
+        for nodes, value in reversed(changes):
+            self.state.block(nodes, not value)
+
+    def _place_group(self, group: GroupInfo, scope_level: int, scope_domain: int, then: Then) -> bool:
+        ceiling = scope_level if group.required is None else max(group.required, scope_level)
+        later_failed = False
+        failed: list[tuple[int, int, tuple]] = []
+        dead_ends: set = set()
+        # nothing mandatory: no point trying finer domains, elastic pods fill compactly from the top
+        finest = ceiling if group.need_total == 0 else self.layout.depth     # depth: a single node
+        for level in range(finest, ceiling - 1, -1):
+            for domain in self._candidates(group, level, scope_level, scope_domain).tolist():
+                room = self._room(group, level, domain)
+                if self._same_as_failed(group, level, domain, room, failed):
+                    continue
+                self.tried += 1
+                reached = False
+
+                def cont() -> bool:
+                    nonlocal reached
+                    reached = True
+                    signature = self._signature(group)
+                    if signature in dead_ends:       # the same as an attempt that led nowhere
+                        return False
+                    if then():
+                        return True
+                    dead_ends.add(signature)
+                    return False
+
+                mark = self.state.mark()
+                if self._enter(group, level, domain, cont):
+                    return True
+                self.state.revert(mark)
+                self._forget(group)
+                failed.append((level, domain, room))
+                later_failed |= reached
+                if reached and not self.searching:
+                    return False
+        if group.need_total == 0 and self._empty(group, scope_level, scope_domain, then):
+            return True
+        if not later_failed and self.explainer is not None:
+            self.failures[group] = self.explainer(self, group, scope_level, scope_domain, ceiling)
+        return False
+
+    def _signature(self, group: GroupInfo) -> tuple:
+        """What the rest of the search sees of a placed group: its pods' nodes (for an exclusive group
+        only its domain and pod count: nobody else may enter it), the exclusive domains claimed below
+        it, and which descendants are satisfied where."""
+        claim = self.claims.get(group)
+        if claim is not None:
+            placed = ("claim", int(claim[0]), self.pods_in(group))
+        else:
+            placed = self.state.node_of[group.ids].tobytes()
+        return placed, self._claims_below(group), self._satisfied_below(group)
+
+    def _claims_below(self, group: GroupInfo) -> tuple:
+        if not self.claims:
+            return ()
+        return tuple(int(self.claims[g][0]) for g in group.walk() if g in self.claims)
+
+    def _satisfied_below(self, group: GroupInfo) -> tuple:
+        """Which descendants are satisfied, and where: decides what counts and where elastic pods grow."""
+        if group.is_leaf:
+            return (self.where.get(group),) if group.optional else ()
+        return tuple(self.where.get(g) or (g in self.sealed) for g in group.walk() if g is not group)
+
+    def _room(self, group: GroupInfo, level: int, domain: int) -> tuple:
+        return tuple(int(self.state.count(role, level, domain)) for role in sorted(group.roles))
+
+    def _same_as_failed(self, group: GroupInfo, level: int, domain: int, room: tuple, failed) -> bool:
+        """A domain whose room for the group is all inside a finer domain that already failed offers
+        nothing new (unless only the coarser one escapes the group's exclusive claim)."""
+        if group.claim is not None and level < group.claim:
+            return False
+        return any(finer > level and room == finer_room
+                   and self.layout.ancestors(finer, level)[finer_domain] == domain
+                   for finer, finer_domain, finer_room in failed)
+
+    def _candidates(self, group: GroupInfo, level: int, scope_level: int, scope_domain: int) -> np.ndarray:
+        return candidates(self.state, group, level, scope_level, scope_domain, self.occupied, self.spread,
+                          self.limit, self._near(group))
+
+    def _near(self, group: GroupInfo) -> int | None:
+        """A node of the sibling placed just before this group (segment i+1 goes next to segment i)."""
+        parent = group.parent
+        if parent is None:
+            return None
+        for position in range(group.position - 1, max(-1, group.position - 9), -1):
+            nodes = self.nodes_of(parent.children[position])
+            if nodes.size:
+                return int(nodes[-1])
+        return None
+
+    def _empty(self, group: GroupInfo, scope_level: int, scope_domain: int, then: Then) -> bool:
+        """A group with nothing to place needs no domain: satisfied as it is, and sealed (no elastic
+        pods) since it has no domain to keep them in."""
+        before = self.state.placed_count
+        mark = self.state.mark()
+
+        def sealed() -> bool:
+            if self.state.placed_count != before:
+                return False
+            self.sealed.add(group)
+            if then():
+                return True
+            self.sealed.discard(group)
+            return False
+
+        if self._contents(group, scope_level, scope_domain, sealed):
+            return True
+        self.state.revert(mark)
+        self._forget(group)
+        return False
+
+    def _enter(self, group: GroupInfo, level: int, domain: int, then: Then) -> bool:
+        claim = None if group in self.held else self._claim(group, level, domain)
+        if claim is False:
+            return False
+
+        def entered() -> bool:
+            self.where[group] = (level, domain)
+            if claim is not None:
+                self.claims[group] = claim
+                self.state.block(claim)
+            if then():
+                return True
+            self.where.pop(group, None)
+            self.claims.pop(group, None)
+            return False
+
+        return self._contents(group, level, domain, entered)
+
+    def _claim(self, group: GroupInfo, level: int, domain: int):
+        """The nodes of the group's exclusive domain, None when it claims none, False when it is taken."""
+        if group.claim is None or level < group.claim:
+            return None
+        owner = int(self.layout.ancestors(level, group.claim)[domain])
+        nodes = self.layout.inside(group.claim, owner, self.layout.depth)
+        own = int(np.isin(self.nodes_of(group), nodes).sum()) if group.pinned.size else 0
+        if int(self.state.gang[nodes].sum()) - own > 0:
+            return False
+        return nodes
+
+    def _contents(self, group: GroupInfo, level: int, domain: int, then: Then) -> bool:
+        if group.is_leaf:
+            return self._place_leaf(group, level, domain, then)
+        for order in self._child_orders(group):
+            mark = self.state.mark()
+            if self._children(group, order, 0, 0, level, domain, then):
+                return True
+            self.state.revert(mark)
+            self._forget(group)
+            if not self.searching:
+                break
+        return False
+
+    def _child_orders(self, group: GroupInfo) -> Iterator[list[GroupInfo]]:
+        """Tree order first (rank order); then the most constrained children first: those whose roles
+        have room on the fewest nodes, the biggest first."""
+        yield group.children
+        if len(group.children) < 2:
+            return
+        room = {role: int(np.count_nonzero(self.state.fit[role])) for role in self.state.roles}
+        def constrained(child: GroupInfo) -> tuple:
+            nodes = min((room[role] for role, need in child.need.items() if need), default=1 << 62)
+            return nodes, -child.need_total
+        others = [sorted(group.children, key=constrained),
+                  sorted(group.children, key=lambda child: -child.need_total)]
+        seen = [group.children]
+        for order in others:
+            if order not in seen:
+                seen.append(order)
+                yield order
+
+    def _children(self, group: GroupInfo, order: list[GroupInfo], position: int, satisfied: int,
+                  level: int, domain: int, then: Then) -> bool:
+        """Satisfy `group.k` children, and more while the subtree holds fewer than its minMember pods;
+        a child that cannot be placed (or whose placement leads nowhere) is left for the elastic phase
+        when enough others remain."""
+        if satisfied >= group.k:
+            short = group.min_pods - self.counted(group)
+            for backwards in ((False,) if short <= 0 else (False, True)):
+                mark = self.state.mark()
+                if (short <= 0 or self._grow(group, short, backwards) >= short) and then():
+                    return True
+                self.state.revert(mark)
+                if not self.searching:       # more children might still help an ancestor's minMember
+                    return False
+        if position == len(order) or len(order) - position < group.k - satisfied:
+            return False
+        child = order[position]
+        if self.place_group(child, level, domain,
+                            lambda: self._children(group, order, position + 1, satisfied + 1, level, domain, then)):
+            return True
+        return self._children(group, order, position + 1, satisfied, level, domain, then)
+
+    def _grow(self, group: GroupInfo, limit: int, backwards: bool = False) -> int:
+        """Elastic pods of the subtree's placed leaves, up to `limit` (for an inner minMember); the
+        leaves in tree order, or the other way round (which leaf grows first can matter)."""
+        placed = 0
+        leaves = list(group.walk())
+        for leaf in reversed(leaves) if backwards else leaves:
+            if placed >= limit:
+                break
+            if leaf.is_leaf and leaf in self.where:
+                placed += self._extra_pods(leaf, limit - placed)
+        return placed
+
+    def counted(self, group: GroupInfo) -> int:
+        """Pods of the subtree that count toward its minMember: those in satisfied children."""
+        if group.is_leaf:
+            return self.pods_in(group)
+        total = 0
+        for child in group.children:
+            if child in self.where or child in self.sealed:
+                total += self.counted(child)
+            elif child.done is not None:
+                total += child.done          # satisfied by its running pods alone
+        return total
+
+    def _place_leaf(self, group: GroupInfo, level: int, domain: int, then: Then) -> bool:
+        """Fill the leaf's pods into the domain, then `then`. When that fails, refill with one node of
+        the first fill left out, or holding one pod fewer (a later group may need exactly that room),
+        a few times while the search budget lasts."""
+        variants: list[tuple[str, int, bool]] = []
+        for attempt in range(1 + LEAF_VARIANTS):
+            if attempt:
+                if attempt > len(variants) or not self.searching:
+                    return False
+                self.tried += 1
+            mark = self.state.mark()
+            if attempt:
+                role, node, avoid = variants[attempt - 1]
+                self._hold_back(role, node, avoid)
+            placed = self._fill_leaf(group, level, domain)
+            if attempt:
+                self._hold_back(role, node, avoid, undo=True)
+            if placed and then():
+                return True
+            if not attempt and placed and group.mandatory:
+                variants = self._variants(group)
+            self.state.revert(mark)
+            if not placed and not attempt:
+                return False
+        return False
+
+    def _variants(self, group: GroupInfo) -> list[tuple[str, int, bool]]:
+        """(role, node, leave the node out entirely?) for each node the first fill used."""
+        variants = []
+        for role, ids in group.mandatory:
+            nodes, pods = np.unique(self.state.node_of[ids], return_counts=True)
+            for node, count in zip(nodes.tolist(), pods.tolist()):
+                variants.append((role, node, True))
+                if count > 1:
+                    variants.append((role, node, False))
+        return variants
+
+    def _hold_back(self, role: str, node: int, avoid: bool, undo: bool = False) -> None:
+        """Hide the node from the fill, or take the room of one pod of `role` from it (a phantom pod)."""
+        nodes = np.array([node], dtype=np.int64)
+        if avoid:
+            if undo:
+                self.state.block(self._hidden, False)
+            else:
+                self._hidden = self.state.block(nodes)
+        else:
+            self.state.place(role, nodes, np.array([-1 if undo else 1], dtype=np.int64), NO_SLOTS)
+
+    def _fill_leaf(self, group: GroupInfo, level: int, domain: int) -> bool:
+        for role, ids in group.mandatory:
+            chosen = select(self.state, role, level, domain, len(ids), self.spread)
+            if chosen is None:
+                return False
+            self.state.place(role, chosen[0], chosen[1], ids)
+        return True
+
+    def _forget(self, group: GroupInfo) -> None:
+        """Drop what reverted attempts recorded for the group's descendants."""
+        for below in group.walk():
+            if below is not group:
+                self.where.pop(below, None)
+                self.claims.pop(below, None)
+                self.sealed.discard(below)
+
+    # --- elastic -------------------------------------------------------------------------------------------
+    def place_elastic(self, root: GroupInfo) -> int:
+        if root in self.sealed:
+            return 0
+        return self._elastic(root, *self.where[root], UNLIMITED)
+
+    def _elastic(self, group: GroupInfo, level: int, domain: int, limit: int) -> int:
+        """Up to `limit` more pods in the subtree: elastic pods of placed leaves, then subgroups beyond
+        minSubGroup, each inside its own domain first and never outside a required one."""
+        if group.is_leaf:
+            return self._extra_pods(group, limit)
+        placed = 0
+        for child in group.children:
+            if placed >= limit:
+                break
+            if child in self.sealed:
+                continue
+            if child in self.where:
+                placed += self._elastic(child, *self.where[child], limit - placed)
+                continue
+            before = self.pods_in(child)
+            if self.place_group(child, *self._elastic_scope(group, level, domain)):
+                placed += self.pods_in(child) - before
+                if child not in self.sealed:
+                    placed += self._elastic(child, *self.where[child], limit - placed)
+        return placed
+
+    def _elastic_scope(self, group: GroupInfo, level: int, domain: int) -> tuple[int, int]:
+        """Elastic pods may go anywhere inside the nearest required domain (the whole cluster if none);
+        the ladder and the sibling order keep them close to the rest."""
+        ceiling = max((g.required for g in group.ancestors() if g.required is not None), default=ROOT)
+        if ceiling >= level:
+            return level, domain
+        return ceiling, (int(self.layout.ancestors(level, ceiling)[domain]) if ceiling >= 0 else 0)
+
+    def _extra_pods(self, leaf: GroupInfo, limit: int) -> int:
+        node_of = self.state.node_of
+        waiting = []
+        for role, ids in leaf.optional:
+            ids = ids[node_of[ids] < 0][:limit]
+            limit -= ids.size
+            if ids.size:
+                waiting.append((role, ids))
+        if not waiting:
+            return 0
+        changes = self._open_for(leaf)
+        placed = 0
+        level, domain = self.where[leaf]
+        ceiling = max((g.required for g in leaf.ancestors() if g.required is not None), default=ROOT)
+        for step in range(level, ceiling - 1, -1):
+            around = int(self.layout.ancestors(level, step)[domain]) if step >= 0 else 0
+            rest = []
+            for role, ids in waiting:
+                nodes, pods = select(self.state, role, step, around, ids.size, self.spread, partial=True)
+                count = int(pods.sum())
+                if count:
+                    self.state.place(role, nodes, pods, ids[:count])
+                    placed += count
+                if count < ids.size:
+                    rest.append((role, ids[count:]))
+            waiting = rest
+            if not waiting:
+                break
+        self._undo(changes)
+        return placed
+
+    def _open_for(self, leaf: GroupInfo) -> list[tuple[np.ndarray, bool]]:
+        """Show the exclusive domains of the leaf's ancestors, keeping every other group's hidden
+        (they may nest); returns what changed, to undo."""
+        if not self.claims and not self.held:
+            return []
+        mine = [g for g in leaf.ancestors() if g in self.claims or g in self.held]
+        changes = [(self.state.block(self.claims.get(g, self.held.get(g)), False), False) for g in mine]
+        for group, nodes in list(self.claims.items()) + list(self.held.items()):
+            if group not in mine:
+                changes.append((self.state.block(nodes, True), True))
+        return changes
+
+    # --- views ---------------------------------------------------------------------------------------------
+    def pods_in(self, group: GroupInfo) -> int:
+        return int(np.count_nonzero(self.state.node_of[group.ids] >= 0))
+
+    def nodes_of(self, group: GroupInfo) -> np.ndarray:
+        nodes = self.state.node_of[group.ids]
+        return nodes[nodes >= 0]

@@ -1,0 +1,120 @@
+"""The planner's scratch state: a private free matrix, how many pods of each role fit on every node and
+in every domain, and an undo log so a candidate domain that fails costs nothing afterwards."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from .layout import Layout
+
+FIT_CAP = 1 << 30          # a role requesting nothing fits "unboundedly"; keep sums exact
+
+
+class State:
+    def __init__(self, layout: Layout, free: np.ndarray, requests: Mapping[str, np.ndarray],
+                 usable: Mapping[str, np.ndarray], slot_count: int = 0):
+        self.layout = layout
+        self.free = np.array(free, dtype=np.int64, copy=True)
+        self.roles = list(requests)
+        self.request = {role: np.asarray(requests[role], dtype=np.int64) for role in self.roles}
+        self.columns = {role: np.flatnonzero(self.request[role] > 0) for role in self.roles}
+        self.allowed = {role: np.asarray(usable[role], dtype=bool) & layout.member for role in self.roles}
+        self.blocked = np.zeros(layout.node_count, dtype=bool)
+        self.gang = np.zeros(layout.node_count, dtype=np.int64)      # this gang's pods per node
+        self.node_of = np.full(slot_count, -1, dtype=np.int64)      # slot id -> node, -1 unplaced
+        self.fit: dict[str, np.ndarray] = {}
+        self.counts: dict[str, list[np.ndarray]] = {}               # role -> per level 0..depth
+        self.total: dict[str, int] = {}
+        every = np.arange(layout.node_count)
+        for role in self.roles:
+            fit = self._fit(role, every)
+            self.fit[role] = fit
+            self.counts[role] = self._sum_levels(fit)
+            self.total[role] = int(fit.sum())
+        self._log: list[tuple] = []
+
+    # --- counts ----------------------------------------------------------------------------------------
+    def _fit(self, role: str, nodes: np.ndarray) -> np.ndarray:
+        columns = self.columns[role]
+        if columns.size == 0:
+            fit = np.full(nodes.size, FIT_CAP, dtype=np.int64)
+        else:
+            fit = (np.maximum(self.free[np.ix_(nodes, columns)], 0) // self.request[role][columns]).min(axis=1)
+            fit = np.minimum(fit, FIT_CAP)
+        return np.where(self.allowed[role][nodes] & ~self.blocked[nodes], fit, 0)
+
+    def _sum_levels(self, fit: np.ndarray) -> list[np.ndarray]:
+        layout = self.layout
+        sums = []
+        for level in range(layout.depth):
+            sums.append(np.bincount(layout.node_domain[level][layout.member], weights=fit[layout.member],
+                                    minlength=layout.size(level)).astype(np.int64))
+        sums.append(fit)
+        return sums
+
+    def count(self, role: str, level: int, domains) -> np.ndarray | int:
+        if level < 0:
+            return self.total[role] if np.ndim(domains) == 0 else np.full(np.size(domains), self.total[role])
+        return self.counts[role][level][domains]
+
+    def _refresh(self, nodes: np.ndarray) -> None:
+        layout = self.layout
+        for role in self.roles:
+            old = self.fit[role][nodes]
+            new = self._fit(role, nodes)
+            delta = new - old
+            if not delta.any():
+                continue
+            self.fit[role][nodes] = new
+            for level in range(layout.depth):
+                np.add.at(self.counts[role][level], layout.node_domain[level][nodes], delta)
+            self.total[role] += int(delta.sum())
+
+    # --- changes (all undoable) -------------------------------------------------------------------------
+    def place(self, role: str, nodes: np.ndarray, pods: np.ndarray, ids: np.ndarray) -> None:
+        """Put pods[i] pods of `role` on nodes[i] (nodes distinct), assigning slot `ids` in node order
+        (no ids: room held back for a phantom pod, or given back with a negative count)."""
+        self._apply(role, nodes, pods, 1)
+        if ids.size:
+            self.node_of[ids] = np.repeat(nodes, pods)
+        self._log.append(("place", role, nodes, pods, ids))
+
+    def _apply(self, role: str, nodes: np.ndarray, pods: np.ndarray, sign: int) -> None:
+        self.free[nodes] -= sign * pods[:, None] * self.request[role][None, :]
+        self.gang[nodes] += sign * pods
+        self._refresh(nodes)
+
+    def block(self, nodes: np.ndarray, value: bool = True) -> np.ndarray:
+        """Hide nodes from every role (an exclusive domain claimed by one group), or show them again;
+        returns the nodes that changed."""
+        changed = nodes[self.blocked[nodes] != value]
+        if changed.size:
+            self.blocked[changed] = value
+            self._refresh(changed)
+            self._log.append(("block", changed, value))
+        return changed
+
+    def mark(self) -> int:
+        return len(self._log)
+
+    def revert(self, mark: int) -> None:
+        while len(self._log) > mark:
+            entry = self._log.pop()
+            if entry[0] == "place":
+                _, role, nodes, pods, ids = entry
+                self.node_of[ids] = -1
+                self._apply(role, nodes, pods, -1)
+            else:
+                _, nodes, value = entry
+                self.blocked[nodes] = not value
+                self._refresh(nodes)
+
+    def add_bound(self, slot_id: int, node: int) -> None:
+        """A running pod of this gang: already counted in `free`, recorded so it pins its groups."""
+        self.node_of[slot_id] = node
+        self.gang[node] += 1
+
+    @property
+    def placed_count(self) -> int:
+        return int(np.count_nonzero(self.node_of >= 0))

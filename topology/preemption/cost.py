@@ -1,0 +1,42 @@
+"""The cost of a preemption choice, compared in order (lower is better):
+
+1. the highest priority among the victims: no victim of a higher priority than necessary;
+2. whole gangs broken: spare (elastic) pods of other gangs go first, then whole gangs;
+3. pods evicted;
+4. the planner's usual placement rank of the preemptor's plan in that domain.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .candidates import Choice
+
+NO_VICTIM = -(1 << 62)          # the "highest victim priority" of a choice that evicts nobody
+
+
+@dataclass(frozen=True, order=True)
+class Cost:
+    priority: int               # highest victim priority (NO_VICTIM when nobody is evicted)
+    gangs: int                  # gangs evicted whole
+    pods: int                   # pods evicted
+    rank: tuple = ()            # the plan's rank (filled in once the planner has placed the gang)
+
+    @property
+    def victims(self) -> tuple[int, int, int]:
+        """The part that only depends on the victims."""
+        return self.priority, self.gangs, self.pods
+
+    def describe(self) -> str:
+        if self.pods == 0:
+            return "no eviction"
+        gangs = f"{self.gangs} gang{'s' if self.gangs != 1 else ''} broken" if self.gangs else "no gang broken"
+        return f"{self.pods} pod{'s' if self.pods != 1 else ''} evicted, {gangs}, highest victim priority {self.priority}"
+
+
+def cost_of(choices: Iterable[Choice], rank: tuple = ()) -> Cost:
+    chosen = [c for c in choices if not c.empty]
+    if not chosen:
+        return Cost(NO_VICTIM, 0, 0, rank)
+    return Cost(max(c.gang.priority for c in chosen), sum(1 for c in chosen if c.whole),
+                sum(len(c.pods) for c in chosen), rank)
