@@ -6,7 +6,7 @@ Objects are plain dicts shaped as the API server serves them (apiVersion, kind, 
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -26,7 +26,8 @@ class WatchedKind:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
-# Everything the service watches. Kinds whose CRD is not installed are skipped by the source.
+# Everything the service watches (plus Settings.extra_kinds). Kinds whose CRD is not installed are skipped
+# by the source.
 WATCHED_KINDS: tuple[WatchedKind, ...] = (
     WatchedKind("", "v1", "nodes", "Node", False),
     WatchedKind("", "v1", "pods", "Pod", True),
@@ -41,9 +42,23 @@ WATCHED_KINDS: tuple[WatchedKind, ...] = (
     WatchedKind("kubeflow.org", "v1", "xgboostjobs", "XGBoostJob", True),
     WatchedKind("kubeflow.org", "v2beta1", "mpijobs", "MPIJob", True),
     WatchedKind("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True),
+    WatchedKind("apps", "v1", "statefulsets", "StatefulSet", True),
+    WatchedKind("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True),
     WatchedKind("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", True),
     WatchedKind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True),
 )
+
+
+def watched_kinds(extra: Iterable[WatchedKind] = ()) -> tuple[WatchedKind, ...]:
+    """WATCHED_KINDS followed by the extra kinds that are not among them already."""
+    known = {(k.group, k.version, k.plural) for k in WATCHED_KINDS}
+    added = [k for k in dict.fromkeys(extra) if (k.group, k.version, k.plural) not in known]
+    return WATCHED_KINDS + tuple(added)
+
+
+def watches(kinds: Iterable[WatchedKind], api_group: str, kind: str) -> bool:
+    """Whether an object of this API group and Kind is among `kinds` (any version)."""
+    return any(k.group == api_group and k.kind == kind for k in kinds)
 
 
 class ObjectSink(Protocol):

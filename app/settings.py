@@ -2,15 +2,45 @@
 from __future__ import annotations
 
 import os
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from topology.plan import STRATEGIES
 
+from .ports import WatchedKind, watched_kinds
+
 LOG_LEVELS = ("debug", "info", "warning", "error")
 PREEMPTION_MODES = ("on", "off", "dry-run")
+
+
+EXTRA_KIND_FORMAT = "<plural>.<group>/<version>=<Kind>"
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_PARTS = (("plural", re.compile(_DNS_LABEL)), ("group", re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")),
+          ("version", re.compile(_DNS_LABEL)), ("Kind", re.compile(r"[A-Za-z][A-Za-z0-9]*")))
+
+
+def parse_extra_kind(entry: str) -> WatchedKind:
+    """One --extra-kinds entry, `trainers.example.com/v1=Trainer`, as a namespaced WatchedKind."""
+    def invalid(why: str) -> ValueError:
+        return ValueError(f"--extra-kinds (TAS_EXTRA_KINDS): entry {entry!r} is invalid: {why}; expected "
+                          f"{EXTRA_KIND_FORMAT}, e.g. trainers.example.com/v1=Trainer")
+    resource, equals, kind = entry.partition("=")
+    resource, slash, version = resource.partition("/")
+    plural, dot, group = resource.partition(".")
+    if not (equals and slash and dot):
+        raise invalid(f"missing {'=<Kind>' if not equals else '/<version>' if not slash else '.<group>'}")
+    for (name, pattern), value in zip(_PARTS, (plural, group, version, kind)):
+        if not pattern.fullmatch(value):
+            raise invalid(f"{name} {value!r} is not valid")
+    return WatchedKind(group, version, plural, kind, True)
+
+
+def parse_extra_kinds(text: str) -> tuple[WatchedKind, ...]:
+    """A comma-separated list of entries (blank entries are ignored)."""
+    return tuple(parse_extra_kind(entry.strip()) for entry in text.split(",") if entry.strip())
 
 
 def _default_lease_namespace() -> str:
@@ -39,12 +69,23 @@ class Settings(BaseSettings):
     preemption: Literal["on", "off", "dry-run"] = "on"
     max_request_bytes: int = Field(128 * 2**20, ge=1024)
     webhook_owner_grace: float = Field(30.0, ge=0)   # seconds the webhook denies pods whose owner is not cached yet
+    # custom workload kinds to watch besides WATCHED_KINDS: "trainers.example.com/v1=Trainer,..."
+    extra_kinds: Annotated[tuple[WatchedKind, ...], NoDecode] = ()
 
     @field_validator("url_prefix")
     @classmethod
     def _normalise_prefix(cls, value: str) -> str:
         value = "/" + value.strip("/")
         return "" if value == "/" else value
+
+    @field_validator("extra_kinds", mode="before")
+    @classmethod
+    def _parse_extra_kinds(cls, value):
+        if isinstance(value, str):
+            return parse_extra_kinds(value)
+        if isinstance(value, (list, tuple)):
+            return tuple(parse_extra_kind(v.strip()) if isinstance(v, str) else v for v in value)
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -56,6 +97,11 @@ class Settings(BaseSettings):
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("tls_cert and tls_key must be given together (--tls-cert and --tls-key)")
         return self
+
+    @property
+    def watched_kinds(self) -> tuple[WatchedKind, ...]:
+        """What the service lists and watches in a cluster: WATCHED_KINDS, then extra_kinds."""
+        return watched_kinds(self.extra_kinds)
 
     @property
     def mode(self) -> str:

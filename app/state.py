@@ -27,7 +27,7 @@ from .logs import fields, get_logger
 from .metrics import Metrics
 from .objects import ObjectCache
 from .plans import BOUND, DONE, PLANNED, UNPLACED, GangPlan, PlanStore, SlotState, parse_slot, reservation_key
-from .ports import WATCHED_KINDS, ClusterWriter, EventType, WatchedKind
+from .ports import WATCHED_KINDS, ClusterWriter, EventType, WatchedKind, watches
 from .settings import Settings
 
 log = get_logger(__name__)
@@ -47,6 +47,7 @@ def kind_of(obj: Mapping) -> WatchedKind:
     for watched in WATCHED_KINDS:
         if watched.group == group and watched.kind == kind:
             return watched
+    # not watched by default (a custom kind of Settings.extra_kinds, or one added to the standalone cluster)
     version = (obj.get("apiVersion") or "v1").rsplit("/", 1)[-1]
     return WatchedKind(group, version, kind.lower() + "s", kind, bool((obj.get("metadata") or {}).get("namespace")))
 
@@ -84,6 +85,10 @@ class ServiceState:
         self.podgroup_pods: dict[tuple[str, str], dict[str, Mapping]] = {}  # (namespace, group) -> pods
         self._dirty = True
         self._on_nodes_changed: list[Callable[[ServiceState, set[str]], None]] = []
+
+    def watches(self, api_group: str, kind: str) -> bool:
+        """Whether a live source feeds objects of this kind (WATCHED_KINDS and the extra kinds)."""
+        return watches(self.settings.watched_kinds, api_group, kind)
 
     # --- readiness -------------------------------------------------------------------------------
     def is_leader(self) -> bool:

@@ -41,7 +41,7 @@ def grid_topology(shape: Sequence[int], names: Sequence[str] = ("zone", "block",
                 paths.append(tuple(prefix))
             return
         for i in range(shape[level]):
-            walk(prefix + [f"{names[level][0]}{i}" if level else f"{names[level][0]}{i}"], level + 1)
+            walk([*prefix, f"{names[level][0]}{i}"], level + 1)
     walk([], 0)
     # values are unique along each path prefix; make them unique globally for readable ids
     paths = [tuple("-".join(path[: i + 1]) for i in range(len(path))) for path in paths]

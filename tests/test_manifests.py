@@ -38,7 +38,7 @@ K8S_VERSION = "1.36"          # the kube-scheduler image is v1.36.x
 # The `tas-extender serve` flags (fixed contract); each is also the environment variable TAS_<UPPER_SNAKE>.
 FLAGS = {"host", "port", "url-prefix", "tls-cert", "tls-key", "kubeconfig", "in-cluster", "cluster",
          "reservation-ttl", "strategy", "log-level", "leader-elect", "lease-name", "lease-namespace",
-         "scheduler-name", "set-scheduler-name", "preemption"}
+         "scheduler-name", "set-scheduler-name", "preemption", "extra-kinds"}
 FLAG_DEFAULTS = {"host": "0.0.0.0", "port": "8888", "url-prefix": "/scheduler", "lease-name": "tas-extender",
                  "scheduler-name": "tas-scheduler"}
 EXTENDER_ROUTES = {"/scheduler/filter", "/scheduler/prioritize", "/scheduler/bind", "/scheduler/preempt"}

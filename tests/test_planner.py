@@ -3,13 +3,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracle import check_plan
+from planner_cases import (
+    free_matrix,
+    grid_topology,
+    leaf,
+    plan_input,
+    request,
+    segmented,
+)
 
 from topology.groups import Group, SegmentInfo, Slot
 from topology.planner import common_level, evaluate_domain, plan_gang, replan_slots
 from topology.planner.layout import layout_for
-
-from oracle import check_plan
-from planner_cases import free_matrix, grid_topology, leaf, plan_input, request, segmented
 
 GPU8 = {"w": request(gpu=8, cpu=8000)}
 
@@ -87,7 +93,7 @@ def test_preferred_never_climbs_above_required():
     busy = [node(0, 0, r, h) for r in range(2) for h in range(3)]   # block 0 keeps 2 free nodes
     free = gpus(topology, busy=busy)
     root = leaf("job", "w", range(3), required_level="rack", preferred_level="host")
-    inp, plan = place(root, topology, free)
+    _, plan = place(root, topology, free)
     assert plan.placed and plan.groups["job"].level == "rack"
     assert domain_of(topology, 1, plan.slots[Slot("w", 0)]) == "z0/z0-b1"
 
@@ -95,7 +101,7 @@ def test_preferred_never_climbs_above_required():
 def test_children_stay_inside_the_parent_domain():
     topology = grid_topology((1, 2, 2, 4))
     root = segmented("w", 8, 4, segment_level="rack", required_level="block")
-    inp, plan = place(root, topology, gpus(topology, busy=[node(0, 0, 0, 0)]))
+    _, plan = place(root, topology, gpus(topology, busy=[node(0, 0, 0, 0)]))
     assert plan.placed
     blocks = {domain_of(topology, 1, n) for n in plan.slots.values()}
     assert blocks == {"z0/z0-b1"}                      # block 0 lost a node, so only block 1 holds both
@@ -142,10 +148,10 @@ def test_leaf_min_member_and_elastic_pods_stay_in_the_required_domain():
 
 def test_inner_min_member_counts_pods_of_the_subtree():
     topology = grid_topology((1, 1, 1, 3))
-    children = [leaf("a", "w", range(0, 2), min_member=0), leaf("b", "w", range(2, 4), min_member=1)]
+    children = [leaf("a", "w", range(2), min_member=0), leaf("b", "w", range(2, 4), min_member=1)]
     _, plan = place(Group("job", children=children, min_member=3), topology, gpus(topology))
     assert plan.placed and len(plan.slots) == 3
-    _, refused = place(Group("job", children=[leaf("a", "w", range(0, 2), min_member=0),
+    _, refused = place(Group("job", children=[leaf("a", "w", range(2), min_member=0),
                                               leaf("b", "w", range(2, 4), min_member=1)], min_member=4),
                        topology, gpus(topology))
     assert not refused.placed
@@ -183,7 +189,7 @@ def test_exclusive_group_avoids_domains_of_other_gangs_and_of_its_siblings():
     occupied = [np.array([True]), np.array([True]), np.array([True, False, False])]
     children = [leaf(f"w-seg-{i}", "w", range(2 * i, 2 * i + 2), required_level="rack", exclusive=True,
                      segment=SegmentInfo("w", i, 2, 2)) for i in range(2)]
-    inp, plan = place(Group("job", children=children), topology, gpus(topology), occupied=occupied)
+    _, plan = place(Group("job", children=children), topology, gpus(topology), occupied=occupied)
     racks = [plan.groups[f"w-seg-{i}"].domain for i in range(2)]
     assert plan.placed and racks == ["z0/z0-b0/z0-b0-r1", "z0/z0-b0/z0-b0-r2"]
     occupied[2][1] = True
@@ -197,7 +203,7 @@ def test_rank_order_consecutive_indexes_and_sibling_segments():
     topology = grid_topology((1, 2, 2, 4))
     free = gpus(topology)
     root = segmented("w", 16, 4, segment_level="rack")
-    inp, plan = place(root, topology, free, requests={"w": request(gpu=4)})
+    _, plan = place(root, topology, free, requests={"w": request(gpu=4)})
     nodes = [plan.slots[Slot("w", i)] for i in range(16)]
     assert nodes == sorted(nodes)                     # indexes follow the node (tree) order
     assert all(nodes[2 * i] == nodes[2 * i + 1] for i in range(8))   # two 4-GPU pods per node
@@ -211,7 +217,7 @@ def test_roles_with_different_requests_are_placed_together():
     free = free_matrix([8] * 8, [16000] * 4 + [24000] * 4)    # block 0 has no cpu left for the chief
     root = Group("job", children=[leaf("chief", "chief", [0]), leaf("workers", "w", range(4))],
                  required_level="block")
-    inp, plan = place(root, topology, free, requests=requests)
+    _, plan = place(root, topology, free, requests=requests)
     assert plan.placed
     assert {domain_of(topology, 1, n) for n in plan.slots.values()} == {"z0/z0-b1"}
 
@@ -221,10 +227,10 @@ def test_roles_with_different_requests_are_placed_together():
 def test_running_pods_pin_their_segment_and_elastic_pods_join_them():
     topology = grid_topology((1, 2, 2, 4))
     root = Group("job", children=[
-        leaf("w-seg-0", "w", range(0, 4), required_level="rack", min_member=2),
+        leaf("w-seg-0", "w", range(4), required_level="rack", min_member=2),
         leaf("w-seg-1", "w", range(4, 8), required_level="rack", min_member=2)])
     running = {Slot("w", 0): node(0, 1, 1, 0), Slot("w", 4): node(0, 0, 1, 2)}
-    inp, plan = place(root, topology, gpus(topology), bound=running)
+    _, plan = place(root, topology, gpus(topology), bound=running)
     assert plan.placed and len(plan.slots) == 8
     assert plan.slots[Slot("w", 0)] == node(0, 1, 1, 0)
     assert {domain_of(topology, 2, plan.slots[Slot("w", i)]) for i in range(4)} == {"z0/z0-b1/z0-b1-r1"}
@@ -290,3 +296,29 @@ def test_bad_input_is_refused_not_raised(strategy):
     assert "minSubGroup 3" in plan_gang(inp).reason
     inp = plan_input(leaf("job", "w", [0]), topology, gpus(topology), GPU8, strategy="pack")
     assert "valid strategies: binpack, spread" in plan_gang(inp).reason
+
+
+def test_replan_with_reservations_already_counted():
+    topology = grid_topology((1, 1, 2, 4))
+    root = segmented("w", 4, 2, segment_level="rack")
+    inp, plan = place(root, topology, gpus(topology), requests={"w": request(gpu=8)})
+    held = inp.free.copy()
+    for slot, node in plan.slots.items():           # the service holds the plan's reservations
+        if slot != Slot("w", 3):
+            held[node] -= inp.requests["w"]
+    inp.free = held
+    again = replan_slots(inp, plan, [Slot("w", 3)], reserved=True)
+    assert again.placed and again.slots[Slot("w", 3)] == plan.slots[Slot("w", 3)]
+    assert "slots nobody-0 are not slots" in replan_slots(inp, plan, [Slot("nobody", 0)]).reason
+
+
+def test_refusal_names_each_role_that_falls_short():
+    topology = grid_topology((1, 1, 1, 2))
+    requests = {"chief": request(cpu=32000), "w": request(gpu=8, cpu=8000)}
+    root = Group("job", children=[leaf("chief", "chief", [0]), leaf("workers", "w", range(2))],
+                 required_level="rack")
+    _, plan = place(root, topology, free_matrix([8, 8], [16000, 16000]), requests=requests)
+    assert not plan.placed
+    assert plan.reason.startswith("rack z0-b0-r0 fits 0 of 1 chief pods (32 cpu each) and 2 of 2 w pods "
+                                  "(8 nvidia.com/gpu each)")
+    assert "insufficient cpu" in plan.reason

@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracle import check_plan
 
 from topology.groups import Group, GroupTree, RoleSpec, SegmentInfo, Slot
 from topology.planner import build_plan_input, occupied_masks, plan_for, plan_gang
-
-from oracle import check_plan
 
 GPU = "nvidia.com/gpu"
 

@@ -2,19 +2,22 @@
 every hard rule, the planner places the gang; and no plan ever breaks a hard rule."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import brute_force, check_plan
+from planner_cases import RESOURCES, free_matrix, gang, request
 
 from topology.groups import Group, Slot
 from topology.plan import PlanInput
 from topology.planner import plan_gang
 from topology.tree import Level, TopologyTree
 
-from oracle import brute_force, check_plan
-from planner_cases import RESOURCES, free_matrix, gang, request
-
 LEVELS = ("zone", "rack", "host")
+# more for a long run: PLANNER_ORACLE_EXAMPLES=4000 pytest tests/test_planner_oracle.py --hypothesis-seed=1
+EXAMPLES = int(os.environ.get("PLANNER_ORACLE_EXAMPLES", "200"))
 
 
 @st.composite
@@ -97,7 +100,7 @@ def instances(draw) -> PlanInput:
                      strategy=draw(st.sampled_from(["binpack", "spread"])), occupied=occupied)
 
 
-@settings(max_examples=4000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(instances())
 def test_planner_places_whenever_brute_force_can(inp: PlanInput):
     plan = plan_gang(inp)

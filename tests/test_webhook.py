@@ -9,6 +9,7 @@ import kubernetes_validate
 import pytest
 from fastapi.testclient import TestClient
 
+from app.settings import Settings
 from grouper import expand_pods
 from webhook_helpers import (
     PAYLOADS, Clock, StandInSettings, env_of, make_app, operations, owners, patched, payload, post, review_of,
@@ -406,29 +407,102 @@ def test_non_indexed_job_with_pod_index_label_is_accepted():
     assert labels(patched_pod)["kai.scheduler/segment-index"] == "1"
 
 
-def statefulset_pod(template_annotations: dict) -> dict:
+def raycluster_pod(template_annotations: dict) -> dict:
+    """A pod of a kind the service does not watch (KubeRay is not among the built-in kinds)."""
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": "cache-1", "namespace": "serving",
-        "labels": {"app": "cache", "apps.kubernetes.io/pod-index": "1"},
+        "name": "ray-worker-1", "namespace": "serving",
+        "labels": {"ray.io/cluster": "ray", "example.com/index": "1"},
         "annotations": {"kai.scheduler/topology": "default", **template_annotations},
-        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "cache", "uid": "u",
+        "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "ray", "uid": "u",
                              "controller": True}]},
-        "spec": {"containers": [{"name": "cache", "image": "redis:7"}]}}
+        "spec": {"containers": [{"name": "ray", "image": "rayproject/ray:2.9.0"}]}}
 
 
-def test_segments_on_an_unsupported_kind_without_index_label_are_denied(client):
-    body = review_of(statefulset_pod({"kai.scheduler/segment-size": "2"}), "ReplicaSet")
+def test_segments_on_an_unwatched_kind_without_index_label_are_denied(client):
+    body = review_of(raycluster_pod({"kai.scheduler/segment-size": "2"}), "ReplicaSet")
     message = deny(client, body)["status"]["message"]
-    assert "StatefulSet serving/cache" in message and "kai.scheduler/segment-size='2'" in message
+    assert "RayCluster serving/ray" in message and "kai.scheduler/segment-size='2'" in message
     assert "kai.scheduler/pod-index-label" in message and "LeaderWorkerSet" in message
 
 
-def test_unsupported_kind_with_index_label_is_allowed_with_a_note(client):
-    pod = statefulset_pod({"kai.scheduler/segment-size": "2",
-                           "kai.scheduler/pod-index-label": "apps.kubernetes.io/pod-index"})
+def test_unwatched_kind_with_index_label_is_allowed_with_a_note_naming_extra_kinds(client):
+    pod = raycluster_pod({"kai.scheduler/segment-size": "2", "kai.scheduler/pod-index-label": "example.com/index"})
     response, _ = admit_ok(client, review_of(pod, "ReplicaSet"))
     assert "patch" not in response
-    assert "StatefulSet is not watched" in response["warnings"][0]
+    assert "RayCluster is not watched" in response["warnings"][0]
+    assert "--extra-kinds <plural>.<group>/<version>=RayCluster" in response["warnings"][0]
+
+
+def test_a_kind_named_in_extra_kinds_is_waited_for_like_a_built_in_one():
+    settings = Settings(extra_kinds="rayclusters.ray.io/v1=RayCluster")
+    app, _ = make_app([], settings=settings)
+    pod = raycluster_pod({"kai.scheduler/segment-size": "2", "kai.scheduler/pod-index-label": "example.com/index"})
+    status = deny(TestClient(app), review_of(pod, "ReplicaSet"))["status"]
+    assert status["code"] == 503 and "RayCluster serving/ray" in status["message"]
+
+
+def statefulset(template_annotations: dict, root_annotations: dict | None = None) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "cache", "namespace": "serving", "uid": "uid-cache", "resourceVersion": "1",
+                         "annotations": {"kai.scheduler/topology": "default", **(root_annotations or {})}},
+            "spec": {"replicas": 4, "serviceName": "cache", "selector": {"matchLabels": {"app": "cache"}},
+                     "template": {"metadata": {"labels": {"app": "cache"}, "annotations": template_annotations},
+                                  "spec": {"containers": [{"name": "cache", "image": "redis:7"}]}}}}
+
+
+def statefulset_pod(workload: dict, ordinal: int) -> dict:
+    """The pod the StatefulSet controller creates: name-<ordinal>, the pod-index label, a controller ref."""
+    template = workload["spec"]["template"]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"cache-{ordinal}", "namespace": "serving",
+        "labels": {**template["metadata"]["labels"], "apps.kubernetes.io/pod-index": str(ordinal),
+                   "statefulset.kubernetes.io/pod-name": f"cache-{ordinal}"},
+        "annotations": dict(template["metadata"]["annotations"]),
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "cache",
+                             "uid": "uid-cache", "controller": True, "blockOwnerDeletion": True}]},
+        "spec": copy.deepcopy(template["spec"])}
+
+
+def statefulset_review(pod: dict) -> dict:
+    body = review_of(pod, "StatefulSet")
+    body["request"]["userInfo"]["username"] = "system:serviceaccount:kube-system:statefulset-controller"
+    return body
+
+
+SEGMENTED = {"kai.scheduler/pod-index-label": "apps.kubernetes.io/pod-index", "kai.scheduler/segment-size": "2",
+             "kai.scheduler/segment-topology-required-placement": "rack"}
+
+
+def test_statefulset_with_pod_index_label_gets_segments():
+    workload = statefulset(SEGMENTED)
+    app, _ = make_app([workload])
+    _, pod = admit_ok(TestClient(app), statefulset_review(statefulset_pod(workload, 3)))
+    assert labels(pod)["kai.scheduler/segment-index"] == "1"
+    assert annotations(pod)["pod-group-name"] == "pg-cache-uid-cache"
+    env = env_of(pod["spec"]["containers"][0])
+    assert (env["KAI_SEGMENT_INDEX"], env["KAI_SEGMENT_SIZE"], env["KAI_SEGMENT_RANK"], env["KAI_NUM_SEGMENTS"]) \
+        == ("1", "2", "1", "2")
+    validate_pod(pod)
+
+
+def test_segments_on_a_statefulset_without_index_label_are_denied():
+    workload = statefulset({"kai.scheduler/segment-size": "2"})
+    app, _ = make_app([workload])
+    message = deny(TestClient(app), statefulset_review(statefulset_pod(workload, 1)))["status"]["message"]
+    assert "StatefulSet serving/cache" in message and "kai.scheduler/segment-size='2'" in message
+    assert "kai.scheduler/pod-index-label" in message
+
+
+def test_statefulset_not_cached_yet_waits_only_when_its_pods_opt_in():
+    app, _ = make_app([])
+    client = TestClient(app)
+    status = deny(client, statefulset_review(statefulset_pod(statefulset(SEGMENTED), 0)))["status"]
+    assert status["code"] == 503 and "StatefulSet serving/cache" in status["message"]
+    plain = statefulset_pod(statefulset({}), 0)          # e.g. a database: never a gang from its pods alone
+    plain["metadata"]["annotations"] = {}
+    body = statefulset_review(plain)
+    response, pod = admit_ok(client, body)
+    assert pod == body["request"]["object"] and "warnings" not in response
 
 
 # --- warnings ------------------------------------------------------------------------------------------------

@@ -54,6 +54,10 @@ def register(subparsers) -> None:
     add("--webhook-owner-grace", type=float, metavar="SECONDS",
         help="webhook: deny (retry later) pods whose workload is not cached yet for this long, then allow "
              "them unchanged (TAS_WEBHOOK_OWNER_GRACE, default 30)")
+    add("--extra-kinds", metavar="LIST",
+        help="custom workload kinds to watch and group besides the built-in ones, comma-separated "
+             "<plural>.<group>/<version>=<Kind> (e.g. trainers.example.com/v1=Trainer); the ClusterRole must "
+             "allow get/list/watch on them (TAS_EXTRA_KINDS)")
     parser.set_defaults(func=run)
 
 
@@ -74,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as err:
         for problem in err.errors():
             where = ".".join(str(p) for p in problem["loc"]) or "settings"
-            print(f"error: {where.replace('_', '-')}: {problem['msg']}", file=sys.stderr)
+            message = problem["msg"].removeprefix("Value error, ")
+            print(f"error: {where.replace('_', '-')}: {message}", file=sys.stderr)
         return 2
     import uvicorn
 

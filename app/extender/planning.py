@@ -10,7 +10,6 @@ from grouper import GroupingError, PodIdentity, identify_pod, owner_of
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan
 
-from ..ports import WATCHED_KINDS
 from ..state import ServiceState
 
 __all__ = ["GroupingError", "identify", "plan"]
@@ -31,14 +30,14 @@ def _opted_in(pod: Mapping) -> bool:
 
 def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
     """The pod's gang and slot; None for a plain pod (or one whose owner's kind is not watched, such as a
-    ReplicaSet). Raises GroupingError for a pod whose workload is invalid, or whose PodGroup / opted-in
-    workload the service has not seen yet (the scheduler retries the pod)."""
+    ReplicaSet or a custom kind missing from --extra-kinds). Raises GroupingError for a pod whose workload
+    is invalid, or whose PodGroup / opted-in workload the service has not seen yet (the scheduler retries)."""
     owner = owner_of(pod)
     if owner is None:
         return None
     workload = state.objects.get(owner.kind, owner.namespace, owner.name, group=_group_of(owner.api_version))
     if workload is None:
-        watched = any(w.kind == owner.kind and w.group == _group_of(owner.api_version) for w in WATCHED_KINDS)
+        watched = state.watches(_group_of(owner.api_version), owner.kind)
         if watched and (owner.kind == "PodGroup" or _opted_in(pod)):
             raise GroupingError(f"{owner.kind} {owner.namespace}/{owner.name} of pod "
                                 f"{_pod_name(pod)} is not known to the extender yet (waiting for the watch)")

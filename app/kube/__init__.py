@@ -1,7 +1,7 @@
 """The Kubernetes-facing adapters: API client, list/watch sync, cluster writer, leader election.
 
     api = KubeApi(build_api_client(kubeconfig="~/.kube/config"))     # or in_cluster=True
-    source = KubeSource(api, sink)           # list + watch every WatchedKind into an ObjectSink
+    source = KubeSource(api, sink, settings.watched_kinds)   # list + watch these kinds into an ObjectSink
     writer = KubeWriter(api)                 # ClusterWriter: Binding, annotations, Eviction, Events
     elector = LeaderElector(api, "tas-system", "tas-extender")      # is_leader() for /readyz
 """
@@ -30,4 +30,5 @@ def adapters(settings, sink: ObjectSink, *, host: str | None = None):
     identity = os.environ.get("POD_NAME") or default_identity()
     elector = (LeaderElector(api, settings.lease_namespace, settings.lease_name, identity)
                if settings.leader_elect else None)
-    return KubeParts(KubeSource(api, sink), KubeWriter(api, instance=identity), elector)
+    source = KubeSource(api, sink, settings.watched_kinds)     # WATCHED_KINDS and --extra-kinds
+    return KubeParts(source, KubeWriter(api, instance=identity), elector)

@@ -8,7 +8,9 @@ Outcomes:
   denied (422 Invalid) with the grouper's message, which names the annotation, the value and what is valid;
 - a workload of a watched kind that the cache has not seen yet: denied (503) for a grace period, so the
   controller retries once the watch caught up; after it, allowed unchanged with a warning. A PodGroup not
-  seen yet only gets a warning (its pods carry their grouping themselves).
+  seen yet only gets a warning (its pods carry their grouping themselves). Kinds that index their pods only
+  through pod-index-label (StatefulSet, JobSet, --extra-kinds) are held back only when the pod carries an
+  opt-in annotation from its template: most StatefulSets are not gangs and must never wait.
 """
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.objects import ObjectCache
-from app.ports import WATCHED_KINDS
+from app.ports import WATCHED_KINDS, watches
 from grouper import GroupingError, OwnerRef, identify_pod, owner_of
-from grouper.kinds import workload_shape
+from grouper.kinds import family_of, workload_shape
 from grouper.names import KUEUE_SLICE_SIZE, OPT_IN_ANNOTATIONS, POD_INDEX_LABEL, SEGMENT_SIZE
 from grouper.podgroups import is_podgroup, validate_podgroup
 from topology.tree import TopologyTree
@@ -30,7 +32,6 @@ from .review import AdmissionRequest
 
 SEGMENT_SIZE_KEYS = (SEGMENT_SIZE, KUEUE_SLICE_SIZE)
 SUPPORTED_KINDS = "Indexed batch/v1 Job, PyTorchJob, TFJob, JAXJob, XGBoostJob, MPIJob, LeaderWorkerSet"
-_WATCHED = {(kind.group, kind.kind) for kind in WATCHED_KINDS}
 
 
 @dataclass
@@ -61,6 +62,10 @@ class Context:
     @property
     def owner_grace(self) -> float:
         return float(self.settings.webhook_owner_grace)
+
+    def watches(self, api_group: str, kind: str) -> bool:
+        """Whether the service's source feeds this kind into `objects` (WATCHED_KINDS, --extra-kinds)."""
+        return watches(getattr(self.settings, "watched_kinds", WATCHED_KINDS), api_group, kind)
 
 
 def admit(request: AdmissionRequest, context: Context) -> Decision:
@@ -158,7 +163,7 @@ def _annotations(pod: Mapping) -> Mapping[str, str]:
 
 
 def _owner_missing(pod: Mapping, owner: OwnerRef, context: Context, dry_run: bool) -> Decision:
-    if (_api_group(owner.api_version), owner.kind) not in _WATCHED:
+    if not context.watches(_api_group(owner.api_version), owner.kind):
         return _unwatched_owner(pod, owner)
     described = f"{owner.kind} {owner.namespace}/{owner.name}"
     if owner.kind == "PodGroup":
@@ -166,6 +171,8 @@ def _owner_missing(pod: Mapping, owner: OwnerRef, context: Context, dry_run: boo
         # no controller to retry); they carry their grouping already and only miss the topology env
         return Decision(warnings=[f"{described} not seen by the webhook yet; pod admitted without the "
                                   f"KAI_TOPOLOGY_* env vars"])
+    if not _always_grouped(owner) and not _opt_in_keys(pod):
+        return Decision()             # e.g. a database StatefulSet: nothing to wait for
     waited = context.waits.waited(_owner_key(owner), record=not dry_run)
     if waited < context.owner_grace:
         why = ("the webhook has not finished its first sync of the cluster" if not context.synced else
@@ -178,8 +185,14 @@ def _owner_missing(pod: Mapping, owner: OwnerRef, context: Context, dry_run: boo
                               f"segment labels and KAI_* env vars"])
 
 
+def _always_grouped(owner: OwnerRef) -> bool:
+    """Kinds whose every workload may be a gang from root annotations alone (Jobs, kubeflow jobs, LWS)."""
+    return family_of({"apiVersion": owner.api_version, "kind": owner.kind}) in ("job", "kubeflow", "lws")
+
+
 def _unwatched_owner(pod: Mapping, owner: OwnerRef) -> Decision:
-    """A pod of a kind the extender does not watch (StatefulSet, RayCluster, ...): it cannot be grouped.
+    """A pod of a kind the extender does not watch (ReplicaSet, RayCluster, a custom kind not in --extra-kinds):
+    it cannot be grouped.
     Segment annotations there are an error when nothing could index the pods, else only a note."""
     annotations = _annotations(pod)
     size_key = next((key for key in SEGMENT_SIZE_KEYS if key in annotations), None)
@@ -189,11 +202,17 @@ def _unwatched_owner(pod: Mapping, owner: OwnerRef) -> Decision:
             f"is invalid here: {owner.kind} is not a supported kind and its pods carry no index; set "
             f"{POD_INDEX_LABEL} to the pod label that holds each pod's index, or use a supported kind "
             f"({SUPPORTED_KINDS})", 422, "Invalid")
-    return Decision(warnings=_not_grouped_note(pod, f"its owner kind {owner.kind} is not watched by the extender"))
+    return Decision(warnings=_not_grouped_note(
+        pod, f"its owner kind {owner.kind} is not watched by the extender (add it with --extra-kinds "
+             f"<plural>.<group>/<version>={owner.kind})"))
+
+
+def _opt_in_keys(pod: Mapping) -> list[str]:
+    return sorted(key for key in OPT_IN_ANNOTATIONS if key in _annotations(pod))
 
 
 def _not_grouped_note(pod: Mapping, why: str) -> list[str]:
-    present = sorted(key for key in OPT_IN_ANNOTATIONS if key in _annotations(pod))
+    present = _opt_in_keys(pod)
     if not present:
         return []
     return [f"{', '.join(present)} ignored: {why}, so the pod is not part of a placed gang"]

@@ -40,8 +40,8 @@ class SlotTable:
 @dataclass(eq=False)
 class GroupInfo:
     group: Group
-    parent: "GroupInfo | None"
-    children: list["GroupInfo"] = field(default_factory=list)
+    parent: GroupInfo | None
+    children: list[GroupInfo] = field(default_factory=list)
     required: int | None = None
     preferred: int | None = None
     claim: int | None = None                 # the level of the exclusive domain

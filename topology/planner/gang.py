@@ -97,6 +97,9 @@ def _check(inp: PlanInput) -> None:
     if inp.topology is not None and len(inp.topology.node_names) != nodes:
         raise PlanError(f"topology {inp.topology.name!r} covers {len(inp.topology.node_names)} nodes, "
                         f"the plan input {nodes}")
+    if inp.tree.strategy is not None and inp.tree.strategy not in STRATEGIES:
+        raise PlanError(f"gang {inp.tree.key}: strategy {inp.tree.strategy!r} is not valid; "
+                        f"valid strategies: {', '.join(STRATEGIES)}")
     for slot, node in inp.bound.items():
         if not 0 <= node < nodes:
             raise PlanError(f"bound slot {slot} is on node index {node}, outside 0..{nodes - 1}")
@@ -113,9 +116,6 @@ def _plan(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
     for slot_id, node in table.bound.items():
         state.add_bound(slot_id, node)
     spread = (inp.tree.strategy or inp.strategy) == "spread"
-    if inp.tree.strategy is not None and inp.tree.strategy not in STRATEGIES:
-        raise PlanError(f"gang {inp.tree.key}: strategy {inp.tree.strategy!r} is not valid; "
-                        f"valid strategies: {', '.join(STRATEGIES)}")
     excluded_base = dict(inp.excluded)
     groups = sum(1 for _ in root.walk())
     placer = Placer(state, inp.occupied, spread, inp.max_candidates, _budget(inp, groups, len(table.slots)),
@@ -137,10 +137,11 @@ def _plan(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
         unplaced=unplaced,
         rank=rank_of(layout, state, root, placer.where.get(root, (ROOT, 0)), spread, placer.nodes_of),
         details={"mandatory": mandatory, "elastic": elastic, "bound": len(table.bound),
-                 "candidates_tried": placer.tried, "strategy": "spread" if spread else "binpack"},
+                 "candidates_tried": placer.tried, "search_exhausted": not placer.searching,
+                 "strategy": "spread" if spread else "binpack"},
     )
     if unplaced:
-        plan.reason = _left_out_reason(inp, placer, root, unplaced)
+        plan.reason = _left_out_reason(unplaced)
     return plan
 
 
@@ -148,7 +149,8 @@ def _refusal(inp: PlanInput, placer: Placer, root: GroupInfo, excluded: dict[str
     parts = [f"role {role}: {why}" for role, why in sorted(inp.unplaceable.items()) if role in root.need]
     parts.append(placer.failures.get(root, "the gang does not fit"))
     roles = [role for role in root.need if role not in inp.unplaceable]
-    fresh = State(placer.layout, inp.free, {r: inp.requests[r] for r in roles}, {r: placer.state.allowed[r] for r in roles})
+    fresh = State(placer.layout, inp.free, {r: inp.requests[r] for r in roles},
+                  {r: placer.state.allowed[r] for r in roles})
     for reason, count in insufficient(fresh, inp.resources, roles).items():
         excluded[reason] = excluded.get(reason, 0) + count
     text = exclusion_text(excluded)
@@ -156,10 +158,10 @@ def _refusal(inp: PlanInput, placer: Placer, root: GroupInfo, excluded: dict[str
         parts.append(text)
     return Plan(placed=False, reason="; ".join(parts),
                 details={"mandatory": root.need_total, "candidates_tried": placer.tried,
-                         "excluded": excluded})
+                         "search_exhausted": not placer.searching, "excluded": excluded})
 
 
-def _left_out_reason(inp: PlanInput, placer: Placer, root: GroupInfo, unplaced) -> str:
+def _left_out_reason(unplaced) -> str:
     roles = sorted({slot.role for slot in unplaced})
     return (f"{len(unplaced)} elastic pod{'s' if len(unplaced) != 1 else ''} ({', '.join(roles)}) left out: "
             f"no room for them inside the gang's required domains")

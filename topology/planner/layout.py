@@ -98,7 +98,7 @@ class Layout:
         return self.ancestors(self.depth, at)[nodes]
 
 
-_LAYOUTS: "weakref.WeakKeyDictionary[TopologyTree, Layout]" = weakref.WeakKeyDictionary()
+_LAYOUTS: weakref.WeakKeyDictionary[TopologyTree, Layout] = weakref.WeakKeyDictionary()
 _FLAT: dict[int, Layout] = {}
 
 

@@ -43,6 +43,7 @@ class Placer:
         self.claims: dict[GroupInfo, np.ndarray] = {}     # exclusive domains taken by this plan
         self.held: dict[GroupInfo, np.ndarray] = {}       # exclusive domains held by running pods
         self.sealed: set[GroupInfo] = set()               # satisfied without a domain (nothing to place)
+        self.frozen: set[GroupInfo] = set()               # sealed subtrees: no elastic pods
         self.failures: dict[GroupInfo, str] = {}
         self.explainer = explainer
         self.tried = 0
@@ -93,6 +94,8 @@ class Placer:
         changes made, to undo in reverse."""
         changes = [(self.state.block(self.held[h], False), False) for h in related]
         changes += [(self.state.block(nodes, True), True) for h, nodes in self.held.items() if h not in related]
+        # domains claimed so far belong to groups already placed, never to this one or its ancestors
+        changes += [(self.state.block(nodes, True), True) for nodes in self.claims.values()]
         return changes
 
     def _undo(self, changes: list[tuple[np.ndarray, bool]]) -> None:
@@ -160,7 +163,7 @@ class Placer:
         """Which descendants are satisfied, and where: decides what counts and where elastic pods grow."""
         if group.is_leaf:
             return (self.where.get(group),) if group.optional else ()
-        return tuple(self.where.get(g) or (g in self.sealed) for g in group.walk() if g is not group)
+        return tuple((self.where.get(g), g in self.sealed) for g in group.walk() if g is not group)
 
     def _room(self, group: GroupInfo, level: int, domain: int) -> tuple:
         return tuple(int(self.state.count(role, level, domain)) for role in sorted(group.roles))
@@ -198,10 +201,13 @@ class Placer:
         def sealed() -> bool:
             if self.state.placed_count != before:
                 return False
+            below = list(group.walk())
             self.sealed.add(group)
+            self.frozen.update(below)
             if then():
                 return True
             self.sealed.discard(group)
+            self.frozen.difference_update(below)
             return False
 
         if self._contents(group, scope_level, scope_domain, sealed):
@@ -300,7 +306,7 @@ class Placer:
         for leaf in reversed(leaves) if backwards else leaves:
             if placed >= limit:
                 break
-            if leaf.is_leaf and leaf in self.where:
+            if leaf.is_leaf and leaf in self.where and leaf not in self.frozen:
                 placed += self._extra_pods(leaf, limit - placed)
         return placed
 
@@ -379,10 +385,11 @@ class Placer:
                 self.where.pop(below, None)
                 self.claims.pop(below, None)
                 self.sealed.discard(below)
+                self.frozen.discard(below)
 
     # --- elastic -------------------------------------------------------------------------------------------
     def place_elastic(self, root: GroupInfo) -> int:
-        if root in self.sealed:
+        if root in self.frozen:
             return 0
         return self._elastic(root, *self.where[root], UNLIMITED)
 
@@ -395,7 +402,7 @@ class Placer:
         for child in group.children:
             if placed >= limit:
                 break
-            if child in self.sealed:
+            if child in self.frozen:
                 continue
             if child in self.where:
                 placed += self._elastic(child, *self.where[child], limit - placed)
@@ -403,7 +410,7 @@ class Placer:
             before = self.pods_in(child)
             if self.place_group(child, *self._elastic_scope(group, level, domain)):
                 placed += self.pods_in(child) - before
-                if child not in self.sealed:
+                if child not in self.frozen:
                     placed += self._elastic(child, *self.where[child], limit - placed)
         return placed
 
