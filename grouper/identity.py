@@ -10,8 +10,8 @@ from topology.tree import TopologyTree
 
 from . import names
 from .errors import GroupingError, describe
-from .kinds import RoleTemplate, WorkloadShape, workload_shape
-from .podgroups import group_podgroup, is_podgroup, leaf_pods, pod_subgroup
+from .kinds import RoleTemplate, WorkloadShape, parse_int, workload_shape
+from .podgroups import belongs, group_podgroup, is_podgroup, leaf_pods, pod_subgroup
 from .segments import segment_of
 from .workloads import group_workload
 
@@ -47,11 +47,8 @@ def _pod_error(pod: Mapping, message: str) -> GroupingError:
 
 
 def _int_label(pod: Mapping, key: str, value) -> int:
-    try:
-        number = int(str(value))
-    except ValueError:
-        number = -1
-    if number < 0:
+    number = parse_int(value)
+    if number is None or number < 0:
         raise _pod_error(pod, f"label {key}={value!r} is invalid; expected a non-negative integer")
     return number
 
@@ -79,7 +76,7 @@ def _ordinal(pod: Mapping, prefix: str | None) -> int | None:
         return _int_label(pod, STATEFULSET_POD_INDEX, labels[STATEFULSET_POD_INDEX])
     name = (pod.get("metadata") or {}).get("name") or ""
     suffix = name[len(prefix) + 1:] if prefix and name.startswith(prefix + "-") else ""
-    return int(suffix) if suffix.isdigit() else None
+    return parse_int(suffix) if suffix.isascii() and suffix.isdigit() else None
 
 
 def _lws_worker_index(pod: Mapping) -> int:
@@ -160,6 +157,9 @@ def _workload_identity(pod: Mapping, workload: Mapping, topologies: Mapping[str,
 
 def _podgroup_identity(pod: Mapping, podgroup: Mapping, pods: Sequence[Mapping],
                        topologies: Mapping[str, TopologyTree] | None) -> PodIdentity:
+    if not belongs(pod, podgroup):
+        raise _pod_error(pod, f"it names another PodGroup than {describe(podgroup)} (annotation "
+                              f"{names.KAI_PODGROUP_ANNOTATION} / label {names.SP_PODGROUP_LABEL})")
     name = (pod.get("metadata") or {}).get("name")
     everyone = [p for p in pods if (p.get("metadata") or {}).get("name") != name] + [pod]
     tree = group_podgroup(podgroup, everyone, topologies)

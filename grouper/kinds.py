@@ -2,6 +2,7 @@
 role has, and which pod label carries a pod's index."""
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -54,12 +55,31 @@ def annotations_of(obj: Mapping) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("annotations") or {}
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_int(value) -> int | None:
+    """A decimal integer written as text (an annotation or label value), as Go's strconv.Atoi reads it:
+    no underscores, no other digits than 0-9; None when it is not one."""
+    text = str(value).strip()
+    return int(text) if _INTEGER.fullmatch(text) else None
+
+
 def count_field(obj: Mapping, field: str, value, default: int, minimum: int = 0) -> int:
     """An integer count from a spec field (None -> default), with an error naming the field."""
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise invalid(obj, field, value, f"expected an integer >= {minimum}")
+    return value
+
+
+def mapping_field(obj: Mapping, field: str, value) -> Mapping:
+    """A spec field that must be a mapping (None -> empty), with an error naming the field."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise invalid(obj, field, value, "expected a mapping")
     return value
 
 
@@ -76,7 +96,7 @@ def _job_roles(job: Mapping) -> list[RoleTemplate]:
     completions = spec.get("completions")
     if completions is not None:
         parallelism = min(parallelism, count_field(job, "spec.completions", completions, 1))
-    template = spec.get("template") or {}
+    template = mapping_field(job, "spec.template", spec.get("template"))
     default_label = names.JOB_INDEX if spec.get("completionMode") == "Indexed" else None
     return [RoleTemplate("job", "spec.template", parallelism, template,
                          _index_label(job, template, default_label))]
@@ -91,19 +111,19 @@ def _kubeflow_roles(job: Mapping) -> list[RoleTemplate]:
     roles = []
     for replica_type, replica_spec in replica_specs.items():
         path = f"spec.{field}.{replica_type}"
-        replica_spec = replica_spec or {}
+        replica_spec = mapping_field(job, path, replica_spec)
         replicas = count_field(job, f"{path}.replicas", replica_spec.get("replicas"), 1)
-        template = replica_spec.get("template") or {}
+        template = mapping_field(job, f"{path}.template", replica_spec.get("template"))
         roles.append(RoleTemplate(str(replica_type).lower(), path, replicas, template,
                                   _index_label(job, template, names.KF_REPLICA_INDEX)))
     return roles
 
 
 def _lws_roles(lws: Mapping) -> list[RoleTemplate]:
-    template = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    template = mapping_field(lws, "spec.leaderWorkerTemplate", (lws.get("spec") or {}).get("leaderWorkerTemplate"))
     size = count_field(lws, "spec.leaderWorkerTemplate.size", template.get("size"), 1, minimum=1)
-    worker = template.get("workerTemplate") or {}
-    leader = template.get("leaderTemplate") or worker
+    worker = mapping_field(lws, "spec.leaderWorkerTemplate.workerTemplate", template.get("workerTemplate"))
+    leader = mapping_field(lws, "spec.leaderWorkerTemplate.leaderTemplate", template.get("leaderTemplate")) or worker
     leader_field = "spec.leaderWorkerTemplate." + ("leaderTemplate" if template.get("leaderTemplate")
                                                    else "workerTemplate")
     roles = [RoleTemplate("leader", leader_field, 1, leader, names.LWS_WORKER_INDEX, 0)]
@@ -115,12 +135,17 @@ def _lws_roles(lws: Mapping) -> list[RoleTemplate]:
 
 def _jobset_roles(jobset: Mapping) -> list[RoleTemplate]:
     roles = []
-    for i, replicated in enumerate((jobset.get("spec") or {}).get("replicatedJobs") or []):
+    replicated_jobs = (jobset.get("spec") or {}).get("replicatedJobs") or []
+    if not isinstance(replicated_jobs, list):
+        raise invalid(jobset, "spec.replicatedJobs", replicated_jobs, "expected a list of replicated jobs")
+    for i, replicated in enumerate(replicated_jobs):
         path = f"spec.replicatedJobs[{i}]"
-        job_spec = (replicated.get("template") or {}).get("spec") or {}
+        replicated = mapping_field(jobset, path, replicated)
+        job_template = mapping_field(jobset, f"{path}.template", replicated.get("template"))
+        job_spec = mapping_field(jobset, f"{path}.template.spec", job_template.get("spec"))
         replicas = count_field(jobset, f"{path}.replicas", replicated.get("replicas"), 1)
         parallelism = count_field(jobset, f"{path}.template.spec.parallelism", job_spec.get("parallelism"), 1)
-        template = job_spec.get("template") or {}
+        template = mapping_field(jobset, f"{path}.template.spec.template", job_spec.get("template"))
         name = replicated.get("name") or f"job-{i}"
         roles.append(RoleTemplate(name, f"{path}.template.spec.template", replicas * parallelism, template,
                                   _index_label(jobset, template, None)))

@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import names
-from .kinds import KUBEFLOW_SPECS
+from .kinds import KUBEFLOW_SPECS, parse_int
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
@@ -25,13 +25,6 @@ class OwnerRef:
         return f"{self.namespace}/{self.name}"
 
 
-def _int_or_none(value) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def _controller(metadata: Mapping) -> Mapping | None:
     refs = metadata.get("ownerReferences") or []
     return next((ref for ref in refs if ref.get("controller")), None)
@@ -46,7 +39,7 @@ def owner_of(pod: Mapping) -> OwnerRef | None:
     annotations = metadata.get("annotations") or {}
     if labels.get(names.LWS_NAME):
         return OwnerRef(LWS_API, "LeaderWorkerSet", namespace, labels[names.LWS_NAME],
-                        _int_or_none(labels.get(names.LWS_GROUP_INDEX)))
+                        parse_int(labels.get(names.LWS_GROUP_INDEX)))
     if labels.get(names.JOBSET_NAME):
         return OwnerRef(JOBSET_API, "JobSet", namespace, labels[names.JOBSET_NAME])
     controller = _controller(metadata)

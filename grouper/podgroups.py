@@ -65,6 +65,9 @@ def _spec_of(podgroup: Mapping, raw: Mapping, name: str, path: str) -> SubGroupS
                                      f"set minMember on a leaf group, minSubGroup on a group with subgroups")
     constraint = raw.get("topologyConstraint") or {}
     where = f"{path}.topologyConstraint"
+    if not isinstance(constraint, Mapping):
+        raise _error(podgroup, name, f"{where}={constraint!r} is invalid; expected a mapping with topology, "
+                                     f"requiredTopologyLevel and preferredTopologyLevel")
     required, preferred = constraint.get("requiredTopologyLevel"), constraint.get("preferredTopologyLevel")
     return SubGroupSpec(
         name=name, field=path, parent=raw.get("parent") or None, min_member=min_member, min_subgroup=min_subgroup,
@@ -79,9 +82,15 @@ def _parse(podgroup: Mapping) -> tuple[SubGroupSpec, dict[str, SubGroupSpec]]:
     if _is_scheduler_plugins(podgroup):
         return root, {}
     subgroups: dict[str, SubGroupSpec] = {}
-    for i, raw in enumerate(spec.get("subGroups") or []):
+    raw_subgroups = spec.get("subGroups") or []
+    if not isinstance(raw_subgroups, list):
+        raise _error(podgroup, _name(podgroup), "spec.subGroups must be a list of subgroups "
+                                                "(each with name, parent, minMember or minSubGroup)")
+    for i, raw in enumerate(raw_subgroups):
         path = f"spec.subGroups[{i}]"
-        name = (raw or {}).get("name")
+        if not isinstance(raw, Mapping):
+            raise _error(podgroup, path, f"{path}={raw!r} is invalid; expected a mapping with a name")
+        name = raw.get("name")
         if not isinstance(name, str) or not name:
             raise _error(podgroup, path, f"{path}.name is missing; every subgroup needs a unique name")
         if name in subgroups:
@@ -192,7 +201,7 @@ def validate_podgroup(podgroup: Mapping, topologies: Mapping[str, TopologyTree] 
 
 # --- pods ----------------------------------------------------------------------------------------
 
-def _belongs(pod: Mapping, podgroup: Mapping) -> bool:
+def belongs(pod: Mapping, podgroup: Mapping) -> bool:
     """False for a pod that names another PodGroup (pods naming none are taken as given)."""
     metadata = pod.get("metadata") or {}
     if _is_scheduler_plugins(podgroup):
@@ -219,7 +228,7 @@ def pod_subgroup(pod: Mapping, podgroup: Mapping, tree: GroupTree) -> str:
 
 
 def leaf_pods(leaf: str, pods: Sequence[Mapping], podgroup: Mapping, tree: GroupTree) -> list[Mapping]:
-    members = [p for p in pods if _belongs(p, podgroup) and pod_subgroup(p, podgroup, tree) == leaf]
+    members = [p for p in pods if belongs(p, podgroup) and pod_subgroup(p, podgroup, tree) == leaf]
     return sorted(members, key=lambda p: (p.get("metadata") or {}).get("name") or "")
 
 

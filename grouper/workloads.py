@@ -14,7 +14,7 @@ from topology.tree import TopologyTree
 
 from . import names
 from .errors import GroupingError, describe, invalid
-from .kinds import RoleTemplate, WorkloadShape, annotations_of, count_field, workload_shape
+from .kinds import RoleTemplate, WorkloadShape, annotations_of, count_field, parse_int, workload_shape
 from .levels import LevelRef, check_not_coarser, find_topology, infer_topology, level_index
 from .segments import segment_bounds, segment_count, segment_min
 
@@ -65,10 +65,7 @@ def opts_in(workload: Mapping, shape: WorkloadShape | None = None) -> bool:
 # --- small parsers ---------------------------------------------------------------------------------
 
 def _int_annotation(obj: Mapping, key: str, value, where: str, low: int, high: int, meaning: str) -> int:
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        number = None
+    number = parse_int(value)
     if number is None or not low <= number <= high:
         raise GroupingError(f"{describe(obj)}: annotation {key}={value!r}{where} is invalid; "
                             f"expected an integer from {low} to {high} ({meaning})")

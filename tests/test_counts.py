@@ -204,6 +204,17 @@ def test_unbounded_when_nothing_is_requested_and_zero_when_unusable():
     assert pods_per_node(np.array([[-3, 5]]), np.array([1, 1])).tolist() == [0]   # overcommitted
 
 
+def test_unbounded_counts_add_up_without_overflow():
+    # a request of nothing fits "any number" of pods on every node; their sums must stay positive
+    nodes = 4096
+    tree = TopologyTree("flat", "test", [Level("zone"), Level("rack")], [f"n{i}" for i in range(nodes)],
+                        [("z", f"r{i % 8}") for i in range(nodes)])
+    fit = pods_per_node(np.zeros((nodes, 2), dtype=np.int64), np.array([0, 0]))
+    zone, racks = sum_by_level(tree, fit)
+    assert zone.tolist() == [nodes * UNBOUNDED] and racks.tolist() == [nodes // 8 * UNBOUNDED] * 8
+    assert segments_by_level(tree, fit, 1, 4)[0].tolist() == [8 * (nodes // 8 * UNBOUNDED // 4)]
+
+
 def test_segments_reject_a_bad_level_or_size():
     tree = dc_tree()
     with pytest.raises(ValueError, match="segment_level 3 is not a level of topology 'dc'"):

@@ -238,3 +238,14 @@ def test_errors_name_the_podgroup():
 def test_not_a_podgroup():
     with pytest.raises(GroupingError, match="not a PodGroup"):
         validate_podgroup({"kind": "Job", "metadata": {"name": "x"}})
+
+
+@pytest.mark.parametrize("subgroups, message", [
+    (["decode"], r"spec.subGroups\[0\]='decode' is invalid; expected a mapping"),
+    ({"decode": {"minMember": 1}}, "spec.subGroups must be a list"),
+    ([{"name": "decode", "minMember": 1, "topologyConstraint": "rack"}],
+     r"spec.subGroups\[0\].topologyConstraint='rack' is invalid; expected a mapping"),
+])
+def test_malformed_subgroups_are_grouping_errors(subgroups, message):
+    with pytest.raises(GroupingError, match=message):
+        validate_podgroup(_kai(subgroups))

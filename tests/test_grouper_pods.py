@@ -252,3 +252,29 @@ def test_identify_lws_pod_in_a_group_that_does_not_exist():
     pod["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"] = "5"
     with pytest.raises(GroupingError, match=r"group-index='5' is invalid; expected 0 to 1"):
         identify_pod(pod, lws)
+
+
+def test_identify_a_pod_that_names_another_podgroup_is_a_grouping_error():
+    podgroup, *pods = load("podgroup-disaggregated.yaml")
+    pod = copy.deepcopy(_by_name(pods)["disagg-prefill-2-1"])
+    pod["metadata"]["annotations"]["pod-group-name"] = "someone-else"
+    with pytest.raises(GroupingError, match=r"disagg-prefill-2-1: it names another PodGroup than PodGroup "
+                                            r"serving/disagg-inference"):
+        identify_pod(pod, podgroup, TOPOLOGIES, pods=pods)
+
+
+def test_index_labels_are_plain_decimal_integers():
+    job = workload("tfjob-segments.yaml")
+    pod = expand_pods(job)[-1]
+    pod["metadata"]["labels"]["training.kubeflow.org/replica-index"] = "1_5"      # int() would read 15
+    with pytest.raises(GroupingError, match=r"replica-index='1_5' is invalid; expected a non-negative integer"):
+        identify_pod(pod, job)
+
+
+def test_an_lws_worker_whose_name_ends_in_a_non_ascii_digit_is_a_grouping_error():
+    lws = workload("lws-segments.yaml")
+    worker = _by_name(expand_pods(lws))["vllm-1-6"]
+    del worker["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"]
+    worker["metadata"]["name"] = "vllm-1-\u00b2"           # "²".isdigit() is True, int("²") fails
+    with pytest.raises(GroupingError, match="pod name does not end in its ordinal"):
+        identify_pod(worker, lws)

@@ -254,7 +254,7 @@ def test_segment_level_equal_to_the_required_level_is_fine():
     assert group_workload(job, TOPOLOGIES)[0].group("worker-0").required_level == "zone"
 
 
-@pytest.mark.parametrize("value", ["0", "-4", "17", "four", "2.5"])
+@pytest.mark.parametrize("value", ["0", "-4", "17", "four", "2.5", "1_0", "٤"])   # Go's Atoi: no "_", only 0-9
 def test_invalid_segment_size(value):
     job = _tfjob()
     _worker_annotations(job)["kai.scheduler/segment-size"] = value
@@ -408,3 +408,27 @@ def test_kubeflow_kinds_roles_are_replica_types_lowercased(kind, field, replica_
     assert [g.name for g in tree.root.children] == [t.lower() for t in replica_types]
     assert tree.group("worker").slots == [Slot("worker", 0), Slot("worker", 1)]
     assert tree.kind == kind and tree.name == "pg-k-u"
+
+
+def _set(obj, path, value):
+    *parents, last = path
+    for key in parents:
+        obj = obj[key]
+    obj[last] = value
+
+
+@pytest.mark.parametrize("fixture, path, field", [
+    ("tfjob-segments.yaml", ("spec", "tfReplicaSpecs", "Worker"), "spec.tfReplicaSpecs.Worker="),
+    ("tfjob-segments.yaml", ("spec", "tfReplicaSpecs", "Worker", "template"), "spec.tfReplicaSpecs.Worker.template="),
+    ("job-indexed.yaml", ("spec", "template"), "spec.template="),
+    ("lws-segments.yaml", ("spec", "leaderWorkerTemplate", "workerTemplate"),
+     "spec.leaderWorkerTemplate.workerTemplate="),
+    ("jobset.yaml", ("spec", "replicatedJobs", 0), r"spec.replicatedJobs\[0\]="),
+    ("jobset.yaml", ("spec", "replicatedJobs", 0, "template"), r"spec.replicatedJobs\[0\].template="),
+])
+def test_a_malformed_spec_is_a_grouping_error_naming_the_field(fixture, path, field):
+    # callers (webhook, extender) catch GroupingError: never an AttributeError on a bad object
+    obj = workload(fixture)
+    _set(obj, path, "oops")
+    with pytest.raises(GroupingError, match=f"{field}'oops' is invalid; expected a mapping"):
+        group_workload(obj, TOPOLOGIES)

@@ -111,6 +111,13 @@ def test_taint_without_value_matches_equal_without_value():
     assert tolerates([{"key": "dedicated", "operator": "Equal"}], {"key": "dedicated", "effect": "NoSchedule"})
 
 
+@pytest.mark.parametrize("operator", ["exists", "equal", "In", "Gt"])
+def test_an_unknown_toleration_operator_tolerates_nothing(operator):
+    # Kubernetes' ToleratesTaint answers false for any operator other than Equal / Exists
+    assert not tolerates([{"key": "gpu", "operator": operator, "value": "h100"}], TAINT)
+    assert not tolerates([{"operator": operator}], TAINT)
+
+
 # --- selectors and affinity --------------------------------------------------------------------------
 
 def test_node_selector_needs_every_label():
@@ -153,6 +160,15 @@ def test_affinity_terms_are_ored_and_expressions_anded():
 def test_match_fields_select_by_node_name():
     assert reason(node("n1"), affinity({"matchFields": [expr("metadata.name", "In", "n1")]})) is None
     assert reason(node("n2"), affinity({"matchFields": [expr("metadata.name", "In", "n1")]})) == "node affinity"
+
+
+def test_match_expressions_read_labels_not_the_node_name():
+    # "metadata.name" is a valid label key: matchExpressions must read the label, matchFields the name
+    labelled = node("n1", labels={"metadata.name": "rack-7"})
+    assert reason(labelled, affinity({"matchExpressions": [expr("metadata.name", "In", "rack-7")]})) is None
+    assert reason(labelled, affinity({"matchExpressions": [expr("metadata.name", "In", "n1")]})) == "node affinity"
+    assert reason(node("n1"), affinity({"matchExpressions": [expr("metadata.name", "Exists")]})) == "node affinity"
+    assert reason(labelled, affinity({"matchFields": [expr("metadata.name", "In", "n1")]})) is None
 
 
 def test_an_empty_affinity_term_matches_no_node():

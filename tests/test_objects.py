@@ -61,6 +61,13 @@ def test_json_object_and_json_array():
     assert parse_objects("  " + json.dumps([node, node])) == [node, node]
 
 
+def test_yaml_flow_style_is_yaml_not_broken_json():
+    # "{kind: Node, ...}" starts like JSON but is YAML (kubectl and hand-written files use flow style)
+    assert parse_objects("{kind: Node, apiVersion: v1, metadata: {name: a}}") == \
+        [{"kind": "Node", "apiVersion": "v1", "metadata": {"name": "a"}}]
+    assert parse_objects("[{kind: Pod, metadata: {name: p}}]") == [{"kind": "Pod", "metadata": {"name": "p"}}]
+
+
 def test_empty_text_has_no_objects():
     assert parse_objects("") == []
     assert parse_objects("---\n") == []

@@ -3,16 +3,18 @@ priority first, then every victim the plan does not need spared again)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from unittest.mock import patch
 
 import numpy as np
 
 from topology.groups import GroupTree, RoleSpec
 from topology.plan import PlanInput
 from topology.preemption import RunningGang, RunningPod, select_victims
+from topology.preemption import select as select_module
 from topology.preemption.select import EXACT_LIMIT
 
 from oracle import check_plan
-from planner_cases import RESOURCES, free_matrix, grid_topology, request, segmented
+from planner_cases import RESOURCES, free_matrix, grid_topology, leaf, request, segmented
 
 
 def full_cluster(priority_of_block):
@@ -67,3 +69,20 @@ def test_spare_pods_of_a_large_elastic_gang_are_taken_before_whole_gangs():
     assert result.found
     assert result.broken_gangs == [] and result.gangs == ["batch/elastic"]
     assert len(result.victims) == 8
+
+
+def test_greedy_does_not_offer_again_a_gang_the_trim_spared():
+    """Gang `d` (priority 0, one spare pod) sits on nodes the preemptor cannot use; gang `x` (priority 1)
+    on the usable ones. The greedy search evicts both whole, trims `d` away, and must not offer `d`'s
+    spare pod again: with three planner calls the answer is `x` alone."""
+    root = leaf("w", "w", range(2))
+    tree = GroupTree("prod", "small", "Job", root, {"w": RoleSpec("w", 2)}, priority=10)
+    inp = PlanInput(tree=tree, topology=None, free=free_matrix([0] * 4), resources=RESOURCES,
+                    node_names=[f"n{i}" for i in range(4)], requests={"w": request(gpu=8)},
+                    usable={"w": np.array([False, False, True, True])})
+    d = RunningGang("batch/d", 0, {f"batch/d-{i}": RunningPod(i, request(gpu=8)) for i in (0, 1)}, min_member=1)
+    x = RunningGang("batch/x", 1, {f"batch/x-{i}": RunningPod(i, request(gpu=8)) for i in (2, 3)})
+    with patch.object(select_module, "EXACT_LIMIT", 0):
+        result = select_victims(inp, [d, x], budget=3)
+    assert result.found, result.explanation
+    assert result.gangs == ["batch/x"] and len(result.victims) == 2

@@ -74,3 +74,17 @@ def test_repeated_quantities_give_the_same_answer():
     with pytest.raises(QuantityError):
         resource_units("cpu", True)
     assert resource_units("cpu", 1) == 1000
+
+
+@pytest.mark.parametrize("text", [float("inf"), float("-inf"), float("nan")])
+def test_non_finite_floats_are_quantity_errors(text):
+    # YAML `.inf` loads as a float; the error must be a QuantityError that says what is wrong
+    with pytest.raises(QuantityError, match="not a finite number"):
+        resource_units("memory", text)
+
+
+@pytest.mark.parametrize("text", ["1e100000", "1E-100000", "5e101"])
+def test_exponents_out_of_range_are_refused_before_computing_them(text):
+    with pytest.raises(QuantityError, match=r"exponent .* is out of range \(-100 to 100\)"):
+        parse_quantity(text)
+    assert parse_quantity("1e100") == 10 ** 100 and parse_quantity("1e-100") == Fraction(1, 10 ** 100)

@@ -80,3 +80,22 @@ def test_resource_index_columns_and_vectors():
     assert row.tolist() == [1500, 0, 1, 0, 2]
     assert index.unknown({"cpu": 1, "vendor.com/nic": 1, "other.com/x": 0}) == ["vendor.com/nic"]
     assert index.as_dict(row) == {"cpu": 1500, "pods": 1, GPU: 2}
+
+
+def test_a_bad_quantity_error_names_the_container_field():
+    spec = {"containers": [container({"cpu": "1"})], "initContainers": [container({"memory": "lots"})]}
+    with pytest.raises(QuantityError, match=r"spec.initContainers\[0\].resources \(memory\): .*'lots'"):
+        pod_requests(spec)
+    with pytest.raises(QuantityError, match=r"spec.overhead.resources \(cpu\)"):
+        pod_requests({"containers": [], "overhead": {"cpu": "x"}})
+
+
+@pytest.mark.parametrize("spec, field", [
+    ({"containers": ["main"]}, r"spec.containers\[0\]='main' is invalid"),
+    ({"containers": [{"resources": ["cpu"]}]}, r"spec.containers\[0\].resources=\['cpu'\] is invalid"),
+    ({"containers": [{"resources": {"requests": ["cpu", "1"]}}]}, r"spec.containers\[0\].resources.requests="),
+])
+def test_a_malformed_container_is_a_value_error_naming_the_field(spec, field):
+    # a ValueError (as callers such as Cluster.add_pod expect), never AttributeError / TypeError
+    with pytest.raises(ValueError, match=field):
+        pod_requests(spec)

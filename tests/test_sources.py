@@ -197,3 +197,49 @@ def test_the_first_missing_label_is_the_reason():
     assert t.member.tolist() == [False, False, True]
     racks = tree_from_labels(kai("racks", (RACK, None), (BLOCK, None)), nodes)
     assert racks.excluded == {"bare": f"missing level label {RACK}", "rackonly": f"missing level label {BLOCK}"}
+
+
+@pytest.mark.parametrize("levels", [["zone"], [None], [{"nodeLabel": ["a"]}], {"nodeLabel": ZONE}])
+def test_malformed_levels_are_topology_errors(levels):
+    obj = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "bad"},
+           "spec": {"levels": levels}}
+    with pytest.raises(TopologyError, match="Topology 'bad': spec.levels"):
+        label_levels(obj)
+    trees, errors = build_trees([obj], NODES)
+    assert trees == {} and "spec.levels" in errors["bad"]
+
+
+def test_a_topology_without_a_name_is_an_error_not_a_key_error():
+    obj = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "spec": {"levels": [{"nodeLabel": ZONE}]}}
+    with pytest.raises(TopologyError, match="Topology without metadata.name"):
+        tree_from_labels(obj, NODES)
+    nameless = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                "spec": {"tier": 1, "members": nodes_exact("gpu-0")}}
+    trees, errors = build_trees([nameless], GPU_NODES)
+    assert trees == {} and "HyperNode without metadata.name" in errors[VOLCANO_TOPOLOGY_NAME]
+
+
+def test_an_invalid_regex_member_is_an_error_naming_the_field():
+    bad = hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "gpu-[0"}}}])
+    with pytest.raises(TopologyError, match=r"HyperNode 's0': spec.members\[0\].selector.regexMatch.pattern"):
+        tree_from_hypernodes([bad], GPU_NODES)
+    trees, errors = build_trees([bad], GPU_NODES)          # a cluster sync must not crash on it
+    assert trees == {} and "regexMatch" in errors[VOLCANO_TOPOLOGY_NAME]
+
+
+@pytest.mark.parametrize("member", [{"type": "Hypernode", "selector": {"exactMatch": {"name": "s1"}}},
+                                    {"selector": {"exactMatch": {"name": "gpu-0"}}}, "gpu-0"])
+def test_a_member_of_unknown_type_is_an_error_listing_the_types(member):
+    objects = [hypernode("s0", 2, [member]), hypernode("s1", 1, nodes_exact("gpu-0"))]
+    with pytest.raises(TopologyError, match=r"spec.members\[0\].type=.* is invalid; valid: Node, HyperNode"):
+        tree_from_hypernodes(objects, GPU_NODES)
+
+
+def test_label_match_selects_no_hypernode():
+    # Volcano: labelMatch takes effect only for members of type Node; an empty one must not adopt
+    # every other HyperNode as a child
+    objects = [hypernode("s0", 1, nodes_exact("gpu-0")), hypernode("s1", 1, nodes_exact("gpu-1")),
+               hypernode("top", 2, [{"type": "HyperNode", "selector": {"labelMatch": {}}}] + children("s0"))]
+    t = tree_from_hypernodes(objects, GPU_NODES)
+    assert t.node_path(0) == ["top", "s0"]
+    assert t.node_path(1) == ["s1", "s1"]          # s1 has no parent: its tier-2 place repeats it

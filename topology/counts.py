@@ -8,7 +8,9 @@ import numpy as np
 
 from .tree import TopologyTree
 
-UNBOUNDED = np.iinfo(np.int64).max // 4
+# "Any number of pods" for a request of nothing: small enough that summing it over a million nodes
+# (sum_by_level, segments_by_level) stays far from int64 overflow, large enough to never be reached.
+UNBOUNDED = np.iinfo(np.int64).max >> 20
 
 
 def pods_per_node(free: np.ndarray, request: np.ndarray, usable: np.ndarray | None = None) -> np.ndarray:
@@ -51,13 +53,6 @@ def segments_by_level(tree: TopologyTree, per_node: np.ndarray, segment_level: i
     for level in range(segment_level, 0, -1):
         result[level - 1] = _reduce(result[level][plan.children_by_parent[level]], plan.child_starts[level])
     return result
-
-
-def _bincount(index: np.ndarray, weights: np.ndarray, length: int) -> np.ndarray:
-    """Exact int64 sums of `weights` grouped by `index` (np.bincount would go through float64)."""
-    sums = np.zeros(length, dtype=np.int64)
-    np.add.at(sums, index, weights.astype(np.int64, copy=False))
-    return sums
 
 
 @dataclass(frozen=True)
@@ -122,8 +117,8 @@ def hop_distances(tree: TopologyTree, level: int, index: int) -> np.ndarray:
 
 
 def hop_distance(tree: TopologyTree, a: tuple[int, int], b: tuple[int, int]) -> int:
-    """Edges between two places, each (level, index) with level == depth meaning a node; -1 when either
-    is a node outside the topology (as in hop_distances)."""
+    """Edges between two places, each (level, index) with level == depth meaning a node; -1 when two
+    different places include a node outside the topology (as in hop_distances); a place is 0 from itself."""
     if a == b:
         return 0
     if any(level == tree.depth and not tree.member[index] for level, index in (a, b)):

@@ -59,12 +59,13 @@ def tolerates(tolerations: Sequence[Mapping], taint: Mapping) -> bool:
         if effect and effect != taint.get("effect"):
             continue
         key = toleration.get("key") or ""
+        if key and key != taint.get("key"):
+            continue
         operator = toleration.get("operator") or "Equal"
         if operator == "Exists":
-            if not key or key == taint.get("key"):
-                return True
-        elif key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or ""):
             return True
+        if operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or ""):
+            return True        # any other operator tolerates nothing, as in Kubernetes
     return False
 
 
@@ -89,23 +90,19 @@ def _expression_matches(labels: Mapping[str, str], expression: Mapping) -> bool:
     return False
 
 
-def _affinity_matches(labels: Mapping[str, str], spec: Mapping) -> bool:
+def _affinity_matches(node: NodeInfo, spec: Mapping) -> bool:
     required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
     terms = required.get("nodeSelectorTerms") or []
     if not terms:
         return True
+    fields = {"metadata.name": node.name}          # the only field matchFields supports
     return any(
         (term.get("matchExpressions") or term.get("matchFields"))    # an empty term matches no node
-        and all(_expression_matches(labels, e) for e in term.get("matchExpressions") or [])
-        and all(_field_matches(labels, e) for e in term.get("matchFields") or [])
+        and all(_expression_matches(node.labels, e) for e in term.get("matchExpressions") or [])
+        and all(_expression_matches(fields, e) for e in term.get("matchFields") or [])
         for term in terms
     )
-
-
-def _field_matches(labels: Mapping[str, str], expression: Mapping) -> bool:
-    # matchFields only supports metadata.name; NodeInfo keeps it under a reserved key.
-    return _expression_matches({"metadata.name": labels.get("metadata.name", "")}, expression)
 
 
 @dataclass
@@ -131,7 +128,7 @@ class PodPlacementRules:
                 return f"untolerated taint {taint.get('key')}"
         if any(node.labels.get(k) != v for k, v in self.node_selector.items()):
             return "node selector"
-        if not _affinity_matches({**node.labels, "metadata.name": node.name}, self.spec):
+        if not _affinity_matches(node, self.spec):
             return "node affinity"
         return None
 

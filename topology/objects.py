@@ -20,14 +20,17 @@ class ObjectsError(ValueError):
 
 def parse_objects(text: str) -> list[dict]:
     """Every object in the text, with `kind: List` / `*List` wrappers flattened."""
-    stripped = text.lstrip()
-    try:
-        if stripped.startswith(("{", "[")):
-            documents: Iterable = [json.loads(text)]
-        else:
+    documents: Iterable | None = None
+    if text.lstrip().startswith(("{", "[")):          # JSON is the fast path; YAML flow style also starts so
+        try:
+            documents = [json.loads(text)]
+        except json.JSONDecodeError:
+            documents = None
+    if documents is None:
+        try:
             documents = list(yaml.safe_load_all(text))
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise ObjectsError(f"not valid YAML or JSON: {err}") from err
+        except yaml.YAMLError as err:
+            raise ObjectsError(f"not valid YAML or JSON: {err}") from err
     return list(_flatten(documents))
 
 

@@ -20,6 +20,7 @@ _QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)$")
 _EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
 
 VALID_SUFFIXES = "Ki Mi Gi Ti Pi Ei n u m k M G T P E, or an exponent such as e3"
+MAX_EXPONENT = 100          # far beyond any real amount (int64 ends near 9.2e18)
 
 
 class QuantityError(ValueError):
@@ -33,6 +34,8 @@ def parse_quantity(text: str | int | float) -> Fraction:
     if isinstance(text, int):
         return Fraction(text)
     if isinstance(text, float):
+        if not math.isfinite(text):
+            raise QuantityError(f"quantity {text!r} is not a finite number")
         return Fraction(str(text))
     match = _QUANTITY.match(str(text).strip())
     if not match:
@@ -45,7 +48,11 @@ def parse_quantity(text: str | int | float) -> Fraction:
         return value * _DECIMAL[suffix]
     exponent = _EXPONENT.match(suffix)
     if exponent:
-        return value * Fraction(10) ** int(exponent.group(1))
+        power = int(exponent.group(1))
+        if abs(power) > MAX_EXPONENT:      # 10**power of a hostile "1e999999999" would stall the process
+            raise QuantityError(f"quantity {text!r}: exponent {power} is out of range "
+                                f"(-{MAX_EXPONENT} to {MAX_EXPONENT})")
+        return value * Fraction(10) ** power
     raise QuantityError(f"quantity {text!r} has unknown suffix {suffix!r}; valid: {VALID_SUFFIXES}")
 
 

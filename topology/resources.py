@@ -5,16 +5,35 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .quantity import resource_units
+from .quantity import QuantityError, resource_units
 
 BASE_RESOURCES = ("cpu", "memory", "pods")
 
 
-def container_requests(container: Mapping) -> dict[str, int]:
+class RequestError(ValueError):
+    """A pod spec whose resource requests cannot be read; the message names the field."""
+
+
+def container_requests(container: Mapping, path: str = "container") -> dict[str, int]:
     """Requests of one container; a resource with only a limit requests its limit (API server defaulting)."""
+    if not isinstance(container, Mapping):
+        raise RequestError(f"{path}={container!r} is invalid; expected a container (a mapping)")
     resources = container.get("resources") or {}
-    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {name: resource_units(name, value) for name, value in merged.items()}
+    if not isinstance(resources, Mapping):
+        raise RequestError(f"{path}.resources={resources!r} is invalid; expected requests and limits")
+    merged: dict = {}
+    for part in ("limits", "requests"):          # requests win over limits
+        amounts = resources.get(part) or {}
+        if not isinstance(amounts, Mapping):
+            raise RequestError(f"{path}.resources.{part}={amounts!r} is invalid; expected resource name: quantity")
+        merged.update(amounts)
+    units = {}
+    for name, value in merged.items():
+        try:
+            units[name] = resource_units(name, value)
+        except QuantityError as err:
+            raise QuantityError(f"{path}.resources ({name}): {err}") from None
+    return units
 
 
 def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
@@ -34,12 +53,12 @@ def pod_requests(spec: Mapping) -> dict[str, int]:
     the sidecars started before it) + overhead, and one `pods` slot.
     """
     total: dict[str, int] = {}
-    for container in spec.get("containers") or []:
-        _add(total, container_requests(container))
+    for i, container in enumerate(spec.get("containers") or []):
+        _add(total, container_requests(container, f"spec.containers[{i}]"))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for container in spec.get("initContainers") or []:
-        requests = container_requests(container)
+    for i, container in enumerate(spec.get("initContainers") or []):
+        requests = container_requests(container, f"spec.initContainers[{i}]")
         if container.get("restartPolicy") == "Always":
             _add(sidecars, requests)
             _max(init_peak, sidecars)
@@ -49,8 +68,7 @@ def pod_requests(spec: Mapping) -> dict[str, int]:
             _max(init_peak, with_sidecars)
     _add(total, sidecars)
     _max(total, init_peak)
-    overhead = spec.get("overhead") or {}
-    _add(total, {name: resource_units(name, value) for name, value in overhead.items()})
+    _add(total, container_requests({"resources": {"requests": spec.get("overhead") or {}}}, "spec.overhead"))
     total["pods"] = total.get("pods", 0) + 1
     return {name: value for name, value in total.items() if value}
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .nodes import NodeInfo, _expression_matches
 from .objects import api_group
@@ -15,17 +15,26 @@ class TopologyError(ValueError):
     """A Topology or HyperNode object that cannot become a tree."""
 
 
+def object_name(obj: Mapping) -> str:
+    """metadata.name of a Topology or HyperNode, which every tree and message is keyed by."""
+    name = (obj.get("metadata") or {}).get("name")
+    if not name or not isinstance(name, str):
+        raise TopologyError(f"{obj.get('kind') or 'object'} without metadata.name (a non-empty string)")
+    return name
+
+
 def label_levels(obj: Mapping) -> list[Level]:
     """Levels of a KAI or Kueue Topology: spec.levels[].nodeLabel with an optional alias."""
     name = (obj.get("metadata") or {}).get("name", "?")
     levels = (obj.get("spec") or {}).get("levels") or []
-    if not levels:
+    if not levels or not isinstance(levels, list):
         raise TopologyError(f"Topology {name!r}: spec.levels must list at least one level with a nodeLabel")
     result = []
     for i, level in enumerate(levels):
-        label = (level or {}).get("nodeLabel")
-        if not label:
-            raise TopologyError(f"Topology {name!r}: spec.levels[{i}].nodeLabel is required")
+        label = level.get("nodeLabel") if isinstance(level, Mapping) else None
+        if not label or not isinstance(label, str):
+            raise TopologyError(f"Topology {name!r}: spec.levels[{i}].nodeLabel is required "
+                                f"(each level is a mapping such as {{nodeLabel: kubernetes.io/hostname}})")
         result.append(Level(label, level.get("alias")))
     keys = [level.key for level in result]
     if len(set(keys)) != len(keys):
@@ -51,22 +60,41 @@ def tree_from_labels(obj: Mapping, nodes: Sequence[NodeInfo]) -> TopologyTree:
     levels = label_levels(obj)
     paths, excluded = label_paths(nodes, levels)
     source = f"{obj.get('apiVersion')}/{obj.get('kind')}"
-    return TopologyTree(obj["metadata"]["name"], source, levels, [n.name for n in nodes], paths, excluded)
+    return TopologyTree(object_name(obj), source, levels, [n.name for n in nodes], paths, excluded)
 
 
 # --- Volcano HyperNodes ---------------------------------------------------------------------------
 
-def _selector_matches(selector: Mapping, name: str, labels: Mapping[str, str]) -> bool:
+MEMBER_TYPES = ("Node", "HyperNode")
+Matcher = Callable[[str, Mapping[str, str]], bool]
+
+
+def _member_matcher(hypernode: str, index: int, member) -> tuple[str, Matcher]:
+    """The type of spec.members[index] and a test of (name, labels) against its selector; a bad member
+    (unknown type, invalid regex) is an error naming the field."""
+    field = f"HyperNode {hypernode!r}: spec.members[{index}]"
+    member_type = member.get("type") if isinstance(member, Mapping) else None
+    if member_type not in MEMBER_TYPES:
+        raise TopologyError(f"{field}.type={member_type!r} is invalid; valid: {', '.join(MEMBER_TYPES)}")
+    selector = member.get("selector") or {}
     if "exactMatch" in selector:
-        return (selector["exactMatch"] or {}).get("name") == name
+        exact = (selector["exactMatch"] or {}).get("name")
+        return member_type, lambda name, labels: name == exact
     if "regexMatch" in selector:
         pattern = (selector["regexMatch"] or {}).get("pattern") or ""
-        return bool(pattern) and re.search(pattern, name) is not None
-    if "labelMatch" in selector:
+        try:
+            regex = re.compile(pattern)
+        except re.error as err:
+            raise TopologyError(f"{field}.selector.regexMatch.pattern={pattern!r} is not a valid regular "
+                                f"expression: {err}") from None
+        return member_type, lambda name, labels: bool(pattern) and regex.search(name) is not None
+    if "labelMatch" in selector and member_type == "Node":      # Volcano: labelMatch selects only nodes
         match = selector["labelMatch"] or {}
-        return (all(labels.get(k) == v for k, v in (match.get("matchLabels") or {}).items())
-                and all(_expression_matches(labels, e) for e in match.get("matchExpressions") or []))
-    return False
+        wanted = match.get("matchLabels") or {}
+        expressions = match.get("matchExpressions") or []
+        return member_type, lambda name, labels: (all(labels.get(k) == v for k, v in wanted.items())
+                                                  and all(_expression_matches(labels, e) for e in expressions))
+    return member_type, lambda name, labels: False
 
 
 def _tier(obj: Mapping) -> int:
@@ -77,26 +105,29 @@ def _tier(obj: Mapping) -> int:
             return tier
     except (TypeError, ValueError):
         pass
-    raise TopologyError(f"HyperNode {obj['metadata']['name']!r}: spec.tier must be an integer >= 1, "
+    raise TopologyError(f"HyperNode {object_name(obj)!r}: spec.tier must be an integer >= 1, "
                         f"got {spec.get('tier')!r}")
 
 
 def tree_from_hypernodes(hypernodes: Sequence[Mapping], nodes: Sequence[NodeInfo],
                          name: str = VOLCANO_TOPOLOGY_NAME) -> TopologyTree:
     """All HyperNodes form one forest; levels are the tiers, highest (coarsest) first."""
-    by_name = {hn["metadata"]["name"]: hn for hn in hypernodes}
+    by_name = {object_name(hn): hn for hn in hypernodes}
     tier = {hn_name: _tier(hn) for hn_name, hn in by_name.items()}
     parent_of: dict[str, str] = {}          # hypernode or node name -> the hypernode holding it
     for hn_name in sorted(by_name, key=lambda n: (tier[n], n)):
-        for member in (by_name[hn_name].get("spec") or {}).get("members") or []:
-            selector = member.get("selector") or {}
-            if member.get("type") == "HyperNode":
+        members = (by_name[hn_name].get("spec") or {}).get("members") or []
+        if not isinstance(members, list):
+            raise TopologyError(f"HyperNode {hn_name!r}: spec.members must be a list of members")
+        for index, member in enumerate(members):
+            member_type, matches = _member_matcher(hn_name, index, member)
+            if member_type == "HyperNode":
                 for child in by_name:
-                    if child != hn_name and _selector_matches(selector, child, {}):
+                    if child != hn_name and matches(child, {}):
                         parent_of.setdefault("hn:" + child, hn_name)
             else:
                 for node in nodes:
-                    if _selector_matches(selector, node.name, node.labels):
+                    if matches(node.name, node.labels):
                         parent_of.setdefault("node:" + node.name, hn_name)
     tiers = sorted(set(tier.values()), reverse=True)
     tier_names = {t: _tier_name(by_name, tier, t) for t in tiers}
@@ -142,7 +173,7 @@ def build_trees(topology_objects: Sequence[Mapping], nodes: Sequence[NodeInfo]
     for obj in topology_objects:
         if obj.get("kind") == "HyperNode":
             continue
-        name = (obj.get("metadata") or {}).get("name", "")
+        name = str((obj.get("metadata") or {}).get("name") or "")
         if name in trees:
             errors[name] = f"Topology {name!r} is defined more than once ({api_group(obj)} and another group)"
             continue

@@ -271,6 +271,8 @@ class _Search:
                 continue
             chosen = self.trim(chosen, plan)
             for g in reversed(added):               # spare whole gangs the plan does not need
+                if not chosen[id(g)].whole:         # trim spared it already: offering it again only costs
+                    continue
                 trial = dict(chosen)
                 trial[id(g)] = g.most_spare() if g.spare else Choice(g.gang)
                 found = self.evaluate(level, domain, in_domain, list(trial.values()))
@@ -341,11 +343,10 @@ class _Search:
             return f"{self.place(level, domain)}: the gang's {mandatory} pods fit without evicting anyone"
         parts = []
         for choice in sorted(choices, key=lambda c: c.gang.key):
-            gang = choice.gang
-            count = len(choice.pods)
-            what = (f"gang {gang.key} ({count} pod{'s' if count != 1 else ''}" if choice.whole
-                    else f"{count} spare pod{'s' if count != 1 else ''} of gang {gang.key} (")
-            parts.append(f"{what}, priority {gang.priority})".replace("(, ", "("))
+            gang, count = choice.gang, len(choice.pods)
+            pods = f"pod{'s' if count != 1 else ''}"
+            parts.append(f"gang {gang.key} ({count} {pods}, priority {gang.priority})" if choice.whole
+                         else f"{count} spare {pods} of gang {gang.key} (priority {gang.priority})")
         text = (f"{self.place(level, domain)}: evicting {', '.join(parts)} lets the gang's {mandatory} pods fit "
                 f"({cost.describe()})")
         others = [o for o in self.outcomes if (o.level, o.domain) != (self.layout.level_name(level),
