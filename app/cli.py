@@ -14,8 +14,27 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Topology-aware gang and segment scheduler for Kubernetes")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in sorted(m.name for m in pkgutil.iter_modules(commands.__path__)):
-        importlib.import_module(f"{commands.__name__}.{module}").register(subparsers)
+        try:
+            importlib.import_module(f"{commands.__name__}.{module}").register(subparsers)
+        except Exception as error:       # noqa: BLE001 - one broken command must not take down the others
+            _register_broken(subparsers, module, error)
     return parser
+
+
+def _register_broken(subparsers, module: str, error: Exception) -> None:
+    """A command whose module fails to import: it reports why when run, every other command still works."""
+    name = module.replace("_", "-")
+    if name in subparsers.choices:
+        return
+    why = f"{type(error).__name__}: {error}"
+    parser = subparsers.add_parser(name, help=f"(unavailable: {why})", add_help=False,
+                                   prefix_chars="\0")     # take any argument: only the error matters
+    parser.add_argument("arguments", nargs="*")
+
+    def unavailable(_args) -> int:
+        print(f"tas-extender {name}: this command failed to load ({why})", file=sys.stderr)
+        return 1
+    parser.set_defaults(func=unavailable)
 
 
 def main(argv: list[str] | None = None) -> int:

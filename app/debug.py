@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from topology.counts import sum_by_level
 from topology.objects import ObjectsError, parse_objects
 
+from .objects import pod_shape_problem
 from .state import ServiceState, kind_of
 
 router = APIRouter(tags=["debug"])
@@ -85,6 +86,9 @@ async def add_objects(request: Request) -> dict:
         metadata = obj.get("metadata") or {}
         if not isinstance(metadata, dict) or not metadata.get("name"):
             raise HTTPException(400, f"{obj.get('kind')}: metadata.name is required")
+        problem = pod_shape_problem(obj, f"Pod {metadata['name']}") if obj.get("kind") == "Pod" else None
+        if problem:                     # the watch never delivers such a pod; it would break every verb
+            raise HTTPException(400, problem)
         service.apply(kind_of(obj), "ADDED", obj)
         applied.append(f"{obj.get('kind')} {metadata.get('namespace') or ''}/{metadata['name']}".replace(" /", " "))
     return {"applied": applied}

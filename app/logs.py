@@ -31,8 +31,11 @@ class JsonFormatter(logging.Formatter):
 
 
 def fields(*, pod: str | None = None, gang: str | None = None, **more) -> dict:
-    """The `extra` of a log call: pod and gang first (None values are left out)."""
-    return {key: value for key, value in {"pod": pod, "gang": gang, **more}.items() if value is not None}
+    """The `extra` of a log call: pod and gang first (None values are left out). A name the LogRecord
+    owns (`message`, `name`, `args`, ...) gets a trailing `_`: logging raises KeyError on it, which would
+    fail the request being logged."""
+    return {key + "_" if key in _STANDARD else key: value
+            for key, value in {"pod": pod, "gang": gang, **more}.items() if value is not None}
 
 
 def get_logger(name: str) -> logging.Logger:

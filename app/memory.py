@@ -3,7 +3,6 @@ binds by updating the service's own state, so every endpoint works without Kuber
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Iterable, Mapping
 
 from topology.objects import ClusterObjects
@@ -29,13 +28,16 @@ def load_into(state: ServiceState, objects: ClusterObjects | Iterable[Mapping]) 
 
 class MemoryWriter:
     """ClusterWriter over the in-memory cluster: bind sets spec.nodeName (409 semantics included),
-    annotations merge, eviction deletes the pod, events go to the log and a short list."""
+    annotations merge, eviction deletes the pod, events go to the log and a short list. Every write
+    holds the state lock: it reads and changes the state's pods as one step (binds and evictions may come
+    from the threadpool and the preemption thread at once)."""
 
     blocking = False          # no I/O: the extender calls it on the event loop
+
     def __init__(self, state: ServiceState):
         self.state = state
         self.events: list[dict] = []
-        self._lock = threading.Lock()
+        self._lock = state.lock
         self._resource_version = itertools.count(1)
 
     def _pod(self, namespace: str, name: str) -> Mapping:
@@ -78,8 +80,9 @@ class MemoryWriter:
         metadata = involved.get("metadata") or {}
         record = {"object": f"{metadata.get('namespace')}/{metadata.get('name')}", "reason": reason,
                   "message": message, "type": type_}
-        self.events = (self.events + [record])[-200:]
-        log.info("event", extra=fields(pod=record["object"], reason=reason, message=message))
+        with self._lock:
+            self.events = (self.events + [record])[-200:]
+        log.info("event", extra=fields(pod=record["object"], reason=reason, text=message))
 
     def _store(self, pod: Mapping) -> None:
         metadata = {**(pod.get("metadata") or {}), "resourceVersion": f"mem-{next(self._resource_version)}"}

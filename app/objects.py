@@ -49,3 +49,36 @@ class ObjectCache:
                       if k.split(".", 1)[0] == kind and (group is None or k.split(".", 1)[1] == group)]
             items = [o for t in tables for o in t.values()]
         return iter(items)
+
+
+def pod_shape_problem(pod: Mapping, where: str) -> str | None:
+    """What makes `pod` unreadable, named by its path under `where` ("Pod", "request.object"); None when
+    fine. The API server only ever sends schema-valid pods: this turns a hand-made or corrupted one into
+    a clear refusal instead of a crash deep in the grouper."""
+    for field_name in ("metadata", "spec"):
+        if not isinstance(pod.get(field_name) or {}, Mapping):
+            return f"{where}.{field_name} must be an object"
+    metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    for field_name in ("name", "generateName", "namespace", "uid", "resourceVersion"):
+        if not isinstance(metadata.get(field_name) or "", str):
+            return f"{where}.metadata.{field_name} must be a string"
+    for field_name in ("labels", "annotations"):
+        entries = metadata.get(field_name) or {}
+        if not isinstance(entries, Mapping) or not all(isinstance(v, str) for v in entries.values()):
+            return f"{where}.metadata.{field_name} must be a map of strings"
+    references = metadata.get("ownerReferences") or []
+    if not isinstance(references, list) or not all(isinstance(r, Mapping) for r in references):
+        return f"{where}.metadata.ownerReferences must be a list of objects"
+    for list_name in ("initContainers", "containers"):
+        containers = spec.get(list_name) or []
+        if not isinstance(containers, list) or not all(isinstance(c, Mapping) for c in containers):
+            return f"{where}.spec.{list_name} must be a list of containers"
+        for container in containers:
+            env = container.get("env") or []
+            if not isinstance(env, list) or not all(isinstance(var, Mapping) for var in env):
+                return f"{where}.spec.{list_name}[].env must be a list of objects (name, value)"
+            resources = container.get("resources") or {}
+            if not isinstance(resources, Mapping) or not all(
+                    isinstance(resources.get(k) or {}, Mapping) for k in ("requests", "limits")):
+                return f"{where}.spec.{list_name}[].resources must hold maps of requests and limits"
+    return None

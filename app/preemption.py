@@ -98,6 +98,8 @@ class Preemption:
 
 
 class Preemptor:
+    max_picks = MAX_PICKS                        # the filter's choices when evictions are refused
+
     def __init__(self, state: ServiceState, gangs):
         self.state = state
         self.gangs = gangs                       # the GangScheduler (message prefixes, refusals)

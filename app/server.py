@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
@@ -95,7 +96,7 @@ async def _expire_forever(state: ServiceState) -> None:
     while True:
         await asyncio.sleep(period)
         try:
-            state.expire()
+            await asyncio.to_thread(state.expire)       # it waits for the state lock: not on the loop
         except Exception:        # keep the loop alive; the next round retries
             log.exception("reservation expiry failed")
 
@@ -109,33 +110,35 @@ class KubeParts:
         self.elector = elector
         self.restore = restore
         self.freeze_gc = False               # set by create_app(freeze_gc=True)
+        self._stopped = threading.Event()
 
     def start(self, state: ServiceState) -> None:
         if self.elector is not None:
             self.elector.start()
         self.source.start()
         if self.restore:
-            _restore_after_sync(state, self.freeze_gc)
+            threading.Thread(target=self._restore_after_sync, args=(state,), name="restore-plans",
+                             daemon=True).start()
+
+    def _restore_after_sync(self, state: ServiceState) -> None:
+        """Once the first full sync is in, give partly bound gangs their plans back (in a thread, so the
+        server starts answering probes at once). Gives up when the parts stop before any sync."""
+        while not state.synced_once:
+            if self._stopped.wait(0.05):
+                return
+        try:
+            state.gangs.restore()
+        except Exception:        # the service still runs; those gangs are re-planned by their next pod
+            log.exception("restoring gang plans failed")
+        if self.freeze_gc:
+            gc.freeze()   # the synced cluster is long-lived: keep it out of every GC pass
 
     def stop(self) -> None:
+        self._stopped.set()
         self.source.stop()
         if self.elector is not None:
             with contextlib.suppress(Exception):
                 self.elector.stop()
-
-
-def _restore_after_sync(state: ServiceState, freeze_gc: bool) -> None:
-    """Once the first full sync is in, give partly bound gangs their plans back (in a thread, so the
-    server starts answering probes at once)."""
-    import threading
-
-    def wait_and_restore() -> None:
-        while not state.synced_once:
-            time.sleep(0.05)
-        state.gangs.restore()
-        if freeze_gc:
-            gc.freeze()   # the synced cluster is long-lived: keep it out of every GC pass
-    threading.Thread(target=wait_and_restore, name="restore-plans", daemon=True).start()
 
 
 def build_kube_parts(settings: Settings, state: ServiceState) -> KubeParts:

@@ -232,11 +232,13 @@ class ServiceState:
         names = {(metadata.get("annotations") or {}).get(PODGROUP_KEYS[0]),
                  (metadata.get("labels") or {}).get(PODGROUP_KEYS[1])} - {None, ""}
         for group in names:
-            members = self.podgroup_pods.setdefault((namespace, group), {})
-            if event == "DELETED":
-                members.pop(metadata.get("name"), None)
-            else:
-                members[metadata.get("name")] = pod
+            if event != "DELETED":
+                self.podgroup_pods.setdefault((namespace, group), {})[metadata.get("name")] = pod
+                continue
+            members = self.podgroup_pods.get((namespace, group), {})
+            members.pop(metadata.get("name"), None)
+            if not members:
+                self.podgroup_pods.pop((namespace, group), None)   # the group's last pod: forget the group
 
     def _reindex_bound(self) -> None:
         self.bound.clear()
@@ -290,42 +292,47 @@ class ServiceState:
     def _finish_bound(self, key: str) -> None:
         """A pod of a gang Succeeded: its slot is done (no replacement comes); a gang whose every slot is
         done is finished and forgotten."""
-        gang_slot = self._bound_pod.pop(key, None)
-        if gang_slot is None:
+        found = self._unbind(key)
+        if found is None:
             return
-        gang, slot = gang_slot
-        if self.bound.get(gang, {}).get(slot, ("",))[0] == key:
-            del self.bound[gang][slot]
-        plan = self.plans.get(gang)
-        if plan is None or slot not in plan.slots:
-            return
-        self.release_slot(plan, plan.slots[slot])
-        plan.slots[slot].status = DONE
+        plan, state = found
+        self.release_slot(plan, state)
+        state.status = DONE
         if all(s.status == DONE for s in plan.slots.values()):
-            self.plans.pop(gang)
-            log.info("gang finished", extra=fields(gang=gang, pods=len(plan.slots)))
+            self.plans.pop(plan.key)
+            log.info("gang finished", extra=fields(gang=plan.key, pods=len(plan.slots)))
         else:
             plan.refresh_status()
+
+    def _unbind(self, key: str) -> tuple[GangPlan, SlotState] | None:
+        """The pod `key` no longer holds its gang slot (a gang left without bound pods is forgotten);
+        (the gang's plan, the slot's state) when a plan has that slot."""
+        gang_slot = self._bound_pod.pop(key, None)
+        if gang_slot is None:
+            return None
+        gang, slot = gang_slot
+        held = self.bound.get(gang)
+        if held is not None and held.get(slot, ("",))[0] == key:
+            del held[slot]
+            if not held:
+                del self.bound[gang]
+        plan = self.plans.get(gang)
+        if plan is None or slot not in plan.slots:
+            return None
+        return plan, plan.slots[slot]
 
     def _forget_bound(self, key: str) -> None:
         """A bound pod of a gang is gone or finished: its slot waits for a replacement, on the same node
         when it still has room (re-reserved with a fresh TTL), else to be re-planned in its domain."""
-        gang_slot = self._bound_pod.pop(key, None)
-        if gang_slot is None:
+        found = self._unbind(key)
+        if found is None or found[1].pod != key:
             return
-        gang, slot = gang_slot
-        held = self.bound.get(gang, {})
-        if held.get(slot, ("",))[0] == key:
-            del held[slot]
-        plan = self.plans.get(gang)
-        if plan is None or slot not in plan.slots or plan.slots[slot].pod != key:
-            return
-        state = plan.slots[slot]
+        plan, state = found
         state.status, state.pod = PLANNED, None
         if not self.reserve_slot(plan, state):
             state.status = UNPLACED
         plan.expires = self.clock() + self.settings.reservation_ttl
-        plan.note(f"pod {key} of slot {slot} left; the slot waits for a replacement"
+        plan.note(f"pod {key} of slot {state.slot} left; the slot waits for a replacement"
                   + (f" on {state.node}" if state.status == PLANNED else ""))
         plan.refresh_status()
 

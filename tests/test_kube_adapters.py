@@ -56,7 +56,7 @@ def test_with_leader_election_only_the_leader_is_ready(fake_kube, tmp_path):
     assert isinstance(parts.elector, LeaderElector)
     parts.elector.stop(release=False)            # replace the default timings with fast ones for the test
     parts.elector = LeaderElector(parts.elector.api, "tas-system", "tas-extender", "replica-a",
-                                  lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)
+                                  lease_duration=3.0, renew_deadline=2.0, retry_period=0.1)
     state.elector = parts.elector
     fake_kube.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                       "metadata": {"name": "tas-extender", "namespace": "tas-system"},

@@ -91,16 +91,16 @@ def test_open_watches_end_with_410_on_compaction(fake_kube, api):
     opened = threading.Event()
 
     def watch_nodes():
-        for event in api.stream("/api/v1/nodes", [("watch", "1"), ("resourceVersion", "0")], 10):
+        for event in api.stream("/api/v1/nodes", [("watch", "1"), ("resourceVersion", "0")], 60):
             events.append(event)
             opened.set()
 
     fake_kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n0"}})
     reader = threading.Thread(target=watch_nodes)
     reader.start()
-    opened.wait(5)
+    assert opened.wait(30), "the watch never opened"
     fake_kube.compact()
-    reader.join(5)
+    reader.join(30)
     assert [e["type"] for e in events] == ["ADDED", "ERROR"]     # rv 0: the current state as ADDED first
     assert events[-1]["object"]["code"] == 410
 
@@ -179,3 +179,32 @@ def test_resource_versions_are_monotonic_across_kinds(fake_kube, api):
     api.request("POST", "/api/v1/namespaces/team-a/pods/p/binding", body={"target": {"name": "n0"}})
     assert int(fake_kube.get("v1", "Pod", "p", "team-a")["metadata"]["resourceVersion"]) == versions[-1] + 1
     assert fake_kube.resource_version == versions[-1] + 1
+
+
+def test_an_answer_that_is_not_json_is_a_kube_api_error():
+    """A 200 with an HTML page (a proxy in the way) must fail like any other call, not with a decode error."""
+    import http.server
+    import socketserver
+
+    class Html(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            page = b"<html>proxy login</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args):
+            pass
+
+    with socketserver.TCPServer(("127.0.0.1", 0), Html) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            api = KubeApi(build_api_client(host=f"http://127.0.0.1:{server.server_address[1]}"))
+            with pytest.raises(KubeApiError) as caught:
+                api.request("GET", "/api/v1/nodes")
+            assert caught.value.reason == "InvalidResponse" and "not JSON" in caught.value.message
+        finally:
+            server.shutdown()

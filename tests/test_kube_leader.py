@@ -11,7 +11,10 @@ from app.kube.leader import LeaderElector
 
 NAMESPACE, LEASE = "tas-system", "tas-extender"
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{LEASE}"
-FAST = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.1}
+# Short enough for takeovers within a test, long enough that a leader on a loaded 2-core machine (this
+# process also runs the fake API server) does not miss its renew deadline and step down by accident.
+FAST = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.1}
+TAKEOVER = 30.0             # seconds to wait for a lease to expire and change hands
 
 
 class Calls:
@@ -53,7 +56,7 @@ def test_a_lone_candidate_creates_the_lease_and_leads(fake_kube, elector):
     a.start()
     wait_until(a.is_leader, what="a leads")
     spec = lease(fake_kube)["spec"]
-    assert spec["holderIdentity"] == "a" and spec["leaseTransitions"] == 0 and spec["leaseDurationSeconds"] == 1
+    assert spec["holderIdentity"] == "a" and spec["leaseTransitions"] == 0 and spec["leaseDurationSeconds"] == 3
     assert spec["renewTime"].endswith("Z") and "." in spec["renewTime"]      # MicroTime
     first_renew = spec["renewTime"]
     wait_until(lambda: lease(fake_kube)["spec"]["renewTime"] != first_renew, what="a renews")
@@ -73,7 +76,7 @@ def test_standby_takes_over_when_the_leader_stops_renewing(fake_kube, elector):
 
     a.stop(release=False)                    # a crashes: the lease stays held until it expires
     assert not a.is_leader() and a_calls.stopped == 1
-    wait_until(b.is_leader, what="b takes over after expiry")
+    wait_until(b.is_leader, timeout=TAKEOVER, what="b takes over after expiry")
     spec = lease(fake_kube)["spec"]
     assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1
     assert b_calls.started == 1
@@ -108,7 +111,7 @@ def test_never_two_leaders_when_candidates_race(fake_kube, elector):
 def test_a_lease_renewed_by_someone_else_is_never_taken(fake_kube, elector):
     fake_kube.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                       "metadata": {"name": LEASE, "namespace": NAMESPACE},
-                      "spec": {"holderIdentity": "other", "leaseDurationSeconds": 1, "leaseTransitions": 4,
+                      "spec": {"holderIdentity": "other", "leaseDurationSeconds": 3, "leaseTransitions": 4,
                                "renewTime": "2026-01-01T00:00:00.000000Z"}})
     stop_renewing = threading.Event()
 
@@ -129,7 +132,7 @@ def test_a_lease_renewed_by_someone_else_is_never_taken(fake_kube, elector):
     finally:
         stop_renewing.set()
         renewer.join()
-    wait_until(a.is_leader, what="a takes over once other stops")
+    wait_until(a.is_leader, timeout=TAKEOVER, what="a takes over once other stops")
     assert lease(fake_kube)["spec"]["leaseTransitions"] == 5
 
 
@@ -146,10 +149,10 @@ def test_a_leader_that_cannot_renew_steps_down_then_recovers(fake_kube, elector)
     a = elector("a", calls)
     a.start()
     wait_until(a.is_leader, what="a leads")
-    fake_kube.fail("PUT", LEASE_PATH, times=12, code=500)       # ~1.2 s of failed renewals > renew_deadline
-    wait_until(lambda: calls.stopped == 1, what="a steps down")
+    fake_kube.fail("PUT", LEASE_PATH, times=30, code=500)       # >= 3 s of failed renewals > renew_deadline
+    wait_until(lambda: calls.stopped == 1, timeout=TAKEOVER, what="a steps down")
     assert not a.is_leader()
-    wait_until(a.is_leader, what="a leads again once the API answers")
+    wait_until(a.is_leader, timeout=TAKEOVER, what="a leads again once the API answers")
     assert calls.started == 2
 
 
@@ -157,3 +160,34 @@ def test_inconsistent_timings_are_refused(fake_kube):
     api = KubeApi(build_api_client(host=fake_kube.url))
     with pytest.raises(ValueError, match="renew_deadline < lease_duration"):
         LeaderElector(api, NAMESPACE, LEASE, "a", lease_duration=5, renew_deadline=10, retry_period=2)
+
+
+class _FlakyApi:
+    """Raises an unexpected error on the first call, then stands in for an empty API server."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.lease: dict | None = None
+
+    def request(self, method: str, path: str, *, body=None, **_):
+        from app.kube.client import KubeApiError
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("something no one expected")
+        if method == "GET":
+            if self.lease is None:
+                raise KubeApiError(404, "NotFound", "no lease")
+            return self.lease
+        self.lease = body
+        return body
+
+
+def test_an_unexpected_error_does_not_end_the_election_loop():
+    api = _FlakyApi()
+    a = LeaderElector(api, NAMESPACE, LEASE, "a", **FAST)
+    a.start()
+    try:
+        wait_until(a.is_leader, what="a leads after a failed round")
+        assert api.calls > 1
+    finally:
+        a.stop(release=False)

@@ -172,6 +172,30 @@ def test_binpack_takes_the_tightest_rack_and_spread_the_emptiest():
     assert domain_of(topology, 2, spread.slots[Slot("w", 0)]) == "z0/z0-b0/z0-b0-r2"
 
 
+def test_equal_fits_go_inside_the_fullest_rack_and_block():
+    # every free node (and every whole rack) fits the job exactly: the tie goes to the tightest parent,
+    # so partly used racks and blocks fill up and empty ones stay whole for big jobs
+    shape = (1, 2, 2, 2)
+    topology = grid_topology(shape)
+    free = gpus(topology, busy=[node(0, 1, 1, 0, shape)])      # block b1 holds 3 pods, its rack r1 one
+    _, single = place(leaf("job", "w", [0]), topology, free)
+    assert single.slots[Slot("w", 0)] == node(0, 1, 1, 1, shape)
+    _, pair = place(leaf("job", "w", range(2), required_level="rack"), topology, free)
+    assert pair.groups["job"].domain == "z0/z0-b1/z0-b1-r0"
+    inp = plan_input(leaf("job", "w", range(2), required_level="rack"), topology, free, GPU8, strategy="spread")
+    assert domain_of(topology, 1, plan_gang(inp).slots[Slot("w", 0)]) == "z0/z0-b0"
+
+
+def test_pods_split_over_blocks_use_the_fewest_racks():
+    # no block holds the 5 pods: block b0 takes 4 (racks of 2 + 2), b1 the rest; the racks are then
+    # chosen over both blocks together (3 + 2 pods: 2 racks), not block by block (2 + 2 + 1: 3 racks)
+    shape = (1, 2, 2, 3)
+    topology = grid_topology(shape)
+    busy = [node(0, 0, 0, 2, shape), node(0, 0, 1, 2, shape), node(0, 1, 1, 1, shape), node(0, 1, 1, 2, shape)]
+    _, plan = place(leaf("job", "w", range(5), preferred_level="block"), topology, gpus(topology, busy=busy))
+    assert plan.groups["job"].spans == {"zone": 1, "block": 2, "rack": 2, "host": 5}
+
+
 def test_workload_strategy_overrides_the_service_setting():
     topology = grid_topology((1, 1, 3, 4))
     shape = (1, 1, 3, 4)
@@ -209,6 +233,19 @@ def test_rank_order_consecutive_indexes_and_sibling_segments():
     assert all(nodes[2 * i] == nodes[2 * i + 1] for i in range(8))   # two 4-GPU pods per node
     racks = [plan.groups[f"w-seg-{s}"].domain for s in range(4)]
     assert racks[0].rsplit("/", 1)[0] == racks[1].rsplit("/", 1)[0]  # segments 0 and 1 share a block
+
+
+def test_a_sibling_confined_to_one_domain_is_tried_before_a_free_one():
+    # found by the oracle: the free group, placed first in tree order, takes 3 of the 4 nodes of the
+    # only host that holds 3 pods, so the group required on one host fails; placing the confined
+    # group first leaves the free one room elsewhere
+    topology = grid_topology((2,), names=("host",), nodes_per_leaf=4)
+    free = free_matrix([2, 2, 2, 2, 4, 0, 0, 0])             # pods of 2 GPUs: host h0 holds 4, h1 2
+    root = Group("job", children=[leaf("free", "w", range(3)),
+                                  leaf("confined", "w", range(3, 6), required_level="host")])
+    _, plan = place(root, topology, free, {"w": request(gpu=2)})
+    assert plan.placed
+    assert plan.groups["confined"].domain == "h0"
 
 
 def test_roles_with_different_requests_are_placed_together():

@@ -257,10 +257,10 @@ def test_against_a_blocking_writer_evictions_go_out_from_a_thread():
     answer = filter_(client, pods[0])
     assert "preempted gang research/job-b" in next(iter(answer["FailedNodes"].values()))
     preemptor = client.app.state.service.gangs.preemptor
-    preemptor.sender.join(timeout=10)
+    preemptor.sender.join(timeout=60)
     assert sorted(name for _, name, _ in writer.evictions) == ["job-b-1", "job-b-2", "job-b-3"]
     # the refusal dropped the hold: the next call chooses again, without job-b
     answer = filter_(client, pods[0])
-    preemptor.sender.join(timeout=10)
+    preemptor.sender.join(timeout=60)
     assert "preempted gang research/job-a" in next(iter(answer["FailedNodes"].values()))
     assert sorted(name for _, name, _ in writer.evictions)[:4] == [f"job-a-{i}" for i in range(4)]

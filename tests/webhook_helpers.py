@@ -55,6 +55,7 @@ class StandInSettings:
     set_scheduler_name: bool = False
     scheduler_name: str = "tas-scheduler"
     webhook_owner_grace: float = 30.0
+    max_request_bytes: int = 128 * 2**20
 
 
 @dataclass

@@ -55,8 +55,9 @@ class GangScheduler:
     # filter
     def filter(self, pod: Mapping, candidates: Sequence[str]) -> FilterOutcome:
         gang, outcome = self._decide(pod, candidates)
-        for _ in range(PREEMPTION_PICKS):            # evictions chosen under the lock are sent outside it
-            if self.preemptor is None or not self.preemptor.queue or not self.preemptor.flush():
+        picks = self.preemptor.max_picks if self.preemptor is not None else 0
+        for _ in range(picks):                       # evictions chosen under the lock are sent outside it
+            if not self.preemptor.queue or not self.preemptor.flush():
                 break
             gang, outcome = self._decide(pod, candidates)      # an eviction was refused: choose again
         if outcome.failed and not outcome.nodes:
@@ -354,18 +355,13 @@ class GangScheduler:
 
 
 # --------------------------------------------------------------------------------------------------
-PREEMPTION_PICKS = 3        # choices of victims per filter call when evictions are refused
-
-
 def _preemptor(state: ServiceState, gangs: GangScheduler):
     """app.preemption's Preemptor (gang preemption: choose victims, evict, hold the freed domain),
     when that module is installed; without it a refused gang simply waits."""
     try:
-        from ..preemption import MAX_PICKS, Preemptor
+        from ..preemption import Preemptor
     except ImportError:
         return None
-    global PREEMPTION_PICKS
-    PREEMPTION_PICKS = MAX_PICKS
     return Preemptor(state, gangs)
 
 

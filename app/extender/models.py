@@ -2,13 +2,28 @@
 field is PascalCase, nil slices and maps are `null`, and unknown fields are ignored."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from ..objects import pod_shape_problem
 
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+
+def _readable_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """A core/v1 Pod the grouper can read: named, with fields of the right types."""
+    problem = pod_shape_problem(pod, "Pod")
+    if problem is None and not (pod.get("metadata") or {}).get("name"):
+        problem = "Pod.metadata.name is required"
+    if problem:
+        raise ValueError(problem)
+    return pod
+
+
+WirePod = Annotated[dict[str, Any], AfterValidator(_readable_pod)]
 
 
 class NodeList(_Wire):
@@ -21,7 +36,7 @@ class NodeList(_Wire):
 class ExtenderArgs(_Wire):
     """Body of filter and prioritize. nodeCacheCapable: true sends NodeNames, false sends Nodes."""
 
-    Pod: dict[str, Any]
+    Pod: WirePod
     Nodes: NodeList | None = None
     NodeNames: list[str] | None = None
 
@@ -65,7 +80,7 @@ class MetaVictims(_Wire):
 
 
 class ExtenderPreemptionArgs(_Wire):
-    Pod: dict[str, Any]
+    Pod: WirePod
     NodeNameToVictims: dict[str, Victims] | None = None
     NodeNameToMetaVictims: dict[str, MetaVictims] | None = None
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from grouper import GroupingError, PodIdentity, identify_pod, owner_of
+from topology.cluster import pod_key
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan
 
@@ -40,7 +41,7 @@ def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
         watched = state.watches(_group_of(owner.api_version), owner.kind)
         if watched and (owner.kind == "PodGroup" or _opted_in(pod)):
             raise GroupingError(f"{owner.kind} {owner.namespace}/{owner.name} of pod "
-                                f"{_pod_name(pod)} is not known to the extender yet (waiting for the watch)")
+                                f"{pod_key(pod)} is not known to the extender yet (waiting for the watch)")
         return None
     topologies = state.cluster.topologies
     if owner.kind == "PodGroup":
@@ -62,11 +63,6 @@ def _version(obj: Mapping) -> tuple:
     labels = metadata.get("labels") or {}
     return (metadata.get("uid"), metadata.get("namespace"), metadata.get("name"), metadata.get("resourceVersion"),
             tuple(sorted(labels.items())) if not metadata.get("resourceVersion") else None)
-
-
-def _pod_name(pod: Mapping) -> str:
-    metadata = pod.get("metadata") or {}
-    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
 
 
 def _members(state: ServiceState, pod: Mapping, owner) -> list[Mapping]:

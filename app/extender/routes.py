@@ -16,14 +16,11 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from ..logs import fields, get_logger
+from ..wire import BadRequest, describe_errors, read_limited
 from .gang import GangScheduler
 from .models import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
 
 log = get_logger(__name__)
-
-
-class BadRequest(ValueError):
-    pass
 
 
 def _json(body, error: str = "") -> Response:
@@ -31,33 +28,14 @@ def _json(body, error: str = "") -> Response:
     return Response(orjson.dumps(body), media_type="application/json", headers=headers)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise BadRequest(f"request body of {declared} bytes exceeds the limit of {limit} bytes "
-                         f"(--max-request-bytes / TAS_MAX_REQUEST_BYTES)")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BadRequest(f"request body exceeds the limit of {limit} bytes "
-                             f"(--max-request-bytes / TAS_MAX_REQUEST_BYTES)")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _describe(err: ValidationError, model: type) -> str:
-    problems = []
-    for item in err.errors()[:5]:
-        where = ".".join(str(p) for p in item["loc"]) or "(body)"
-        problems.append(f"{where}: {item['msg']}")
-    fields_ = ", ".join(model.model_fields)
-    return f"invalid {model.__name__}: " + "; ".join(problems) + f" (fields: {fields_})"
+    return (f"invalid {model.__name__}: {describe_errors(err, '(body)')} "
+            f"(fields: {', '.join(model.model_fields)})")
 
 
 async def parse(request: Request, model: type):
     limit = request.app.state.service.settings.max_request_bytes
-    body = await read_body(request, limit)
+    body = await read_limited(request, limit)
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as err:
@@ -76,11 +54,6 @@ def _candidates(args: ExtenderArgs) -> list[str]:
     if args.Nodes is not None:
         return [(n.get("metadata") or {}).get("name", "") for n in args.Nodes.items]
     return []
-
-
-def _pod_name(pod: dict) -> str:
-    metadata = pod.get("metadata") or {}
-    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
 
 
 def build_router(prefix: str) -> APIRouter:
@@ -127,9 +100,23 @@ def _error_answer(verb: str, message: str) -> Response:
     return _json({"NodeNameToMetaVictims": {}}, error=message)
 
 
+async def _on_loop_unless_locked(lock, call: Callable, *args):
+    """Filter and prioritize are CPU work well under a millisecond: they run on the event loop, where a
+    thread hop would cost as much as the work (and the GIL gives threads no parallelism for it). But
+    while another thread holds the state lock (a relist rebuilding the cluster, a bind's accounting),
+    waiting for it there would freeze the loop and every other request, probes included: then the call
+    waits in the threadpool instead."""
+    if lock.acquire(blocking=False):
+        try:
+            return call(*args)
+        finally:
+            lock.release()
+    return await run_in_threadpool(call, *args)
+
+
 async def _filter(request: Request, gangs: GangScheduler) -> Response:
     args: ExtenderArgs = await parse(request, ExtenderArgs)
-    outcome = gangs.filter(args.Pod, _candidates(args))
+    outcome = await _on_loop_unless_locked(gangs.state.lock, gangs.filter, args.Pod, _candidates(args))
     answer = {"Nodes": None, "NodeNames": outcome.nodes, "FailedNodes": outcome.failed,
               "FailedAndUnresolvableNodes": {}, "Error": outcome.error}
     if args.Nodes is not None:
@@ -143,7 +130,7 @@ async def _filter(request: Request, gangs: GangScheduler) -> Response:
 async def _prioritize(request: Request, gangs: GangScheduler) -> Response:
     args: ExtenderArgs = await parse(request, ExtenderArgs)
     hosts = _candidates(args)
-    scores = gangs.prioritize(args.Pod, hosts)
+    scores = await _on_loop_unless_locked(gangs.state.lock, gangs.prioritize, args.Pod, hosts)
     if isinstance(scores, int):
         return Response(uniform_scores(hosts, scores), media_type="application/json")
     return _json([{"Host": host, "Score": score} for host, score in zip(hosts, scores)])

@@ -123,7 +123,10 @@ class KubeApi:
             response.release_conn()
         if not 200 <= response.status < 300:
             raise _error_from(response.status, response.reason or "", data)
-        return orjson.loads(data) if data else {}
+        try:
+            return orjson.loads(data) if data else {}
+        except orjson.JSONDecodeError as error:     # a proxy's page, a cut-off answer: a failed call
+            raise KubeApiError(0, "InvalidResponse", f"{method} {path}: the answer is not JSON ({error})") from error
 
     def stream(self, path: str, query: Sequence[tuple[str, Any]], read_timeout: float) -> Iterator[dict]:
         """Decoded lines of a streaming GET (a watch). `close_streams()` ends it from another thread."""

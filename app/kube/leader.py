@@ -86,7 +86,11 @@ class LeaderElector:
     # ---- loop
     def _run(self) -> None:
         while not self._stop.is_set():
-            renewed = self._try_acquire_or_renew()
+            try:
+                renewed = self._try_acquire_or_renew()
+            except Exception:  # noqa: BLE001 - a dead loop would leave this replica unready for good
+                log.exception("leader election: round failed for lease %s", self.path)
+                renewed = False
             self._update_leadership(renewed)
             delay = self.retry_period if self._leading else self.retry_period * random.uniform(1.0, 1.2)
             self._stop.wait(delay)

@@ -6,7 +6,7 @@ Answers:
 - a body that is not a valid review but names a uid: HTTP 200, allowed=false, status.code 400 with what
   is wrong (the API server shows this message to the client, which a non-200 answer would hide);
 - a body without a recoverable uid: HTTP 400 (the API server rejects any answer without its uid
-  anyway; this only happens with hand-made requests).
+  anyway; this only happens with hand-made requests); a body over --max-request-bytes: HTTP 413.
 An unexpected error answers HTTP 500, so the webhook's failurePolicy decides, as for a timeout.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from app.logs import fields, get_logger
+from app.wire import BodyTooLarge, read_limited
 
 from .admit import Context, Decision
 from .admit import admit as decide
@@ -48,7 +49,11 @@ def _json(body: dict, status_code: int = 200) -> Response:
 
 @router.post("/mutate", summary="Mutating admission webhook for Pod CREATE (admission.k8s.io/v1)")
 async def mutate(request: Request, context: Context = Depends(webhook_context)) -> Response:
-    body = await request.body()
+    try:
+        body = await read_limited(request, request.app.state.service.settings.max_request_bytes)
+    except BodyTooLarge as error:
+        return _json(build_response("", allowed=False, message=str(error), code=413,
+                                    reason="RequestEntityTooLarge"), 413)
     try:
         review = parse_review(body)
     except MalformedReview as error:
@@ -78,7 +83,7 @@ def _log(request, decision: Decision) -> None:
     pod = f"{request.namespace}/{metadata.get('name') or metadata.get('generateName') or ''}"
     log.log(logging.DEBUG if quiet else logging.INFO, "admission denied" if not decision.allowed else "admission",
             extra=fields(pod=pod, uid=request.uid, allowed=decision.allowed, operations=len(decision.operations),
-                         dry_run=request.dry_run, message=decision.message, warnings=decision.warnings or None))
+                         dry_run=request.dry_run, text=decision.message, warnings=decision.warnings or None))
 
 
 __all__ = ["router", "webhook_context"]

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.objects import ObjectCache
+from app.objects import ObjectCache, pod_shape_problem
 from app.ports import WATCHED_KINDS, watches
 from grouper import GroupingError, OwnerRef, identify_pod, owner_of
 from grouper.kinds import family_of, workload_shape
@@ -73,7 +73,7 @@ def admit(request: AdmissionRequest, context: Context) -> Decision:
         return Decision()
     if request.object is None:
         return Decision.deny("request.object is missing; a Pod CREATE carries the pod", 400, "BadRequest")
-    problem = _malformed_pod(request.object)
+    problem = pod_shape_problem(request.object, "request.object")
     if problem:
         return Decision.deny(problem, 400, "BadRequest")
     pod = _with_namespace(request.object, request.namespace)
@@ -123,24 +123,6 @@ def _identify(pod: Mapping, owner_obj: Mapping, context: Context):
 def _is_pod_create(request: AdmissionRequest) -> bool:
     return (request.operation == "CREATE" and request.kind.kind == "Pod" and request.kind.group == ""
             and not request.sub_resource)
-
-
-def _malformed_pod(pod: Mapping) -> str | None:
-    """The API server sends schema-valid pods; anything else gets a clear refusal, not a crash."""
-    for field_name in ("metadata", "spec"):
-        if not isinstance(pod.get(field_name) or {}, Mapping):
-            return f"request.object.{field_name} must be an object"
-    metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-    for field_name in ("labels", "annotations"):
-        if not isinstance(metadata.get(field_name) or {}, Mapping):
-            return f"request.object.metadata.{field_name} must be a map of strings"
-    for list_name in ("initContainers", "containers"):
-        containers = spec.get(list_name) or []
-        if not isinstance(containers, list) or not all(isinstance(c, Mapping) for c in containers):
-            return f"request.object.spec.{list_name} must be a list of containers"
-        if not all(isinstance(c.get("env") or [], list) for c in containers):
-            return f"request.object.spec.{list_name}[].env must be a list"
-    return None
 
 
 def _with_namespace(pod: Mapping, namespace: str) -> dict:

@@ -13,6 +13,8 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.wire import describe_errors
+
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 MAX_WARNING_CHARS = 256          # the API server may truncate longer warnings
@@ -88,7 +90,7 @@ def parse_review(body: bytes | str) -> AdmissionReview:
     try:
         return AdmissionReview.model_validate(data)
     except ValidationError as error:
-        raise MalformedReview(f"invalid AdmissionReview: {_describe(error)}", uid, api_version) from None
+        raise MalformedReview(f"invalid AdmissionReview: {describe_errors(error)}", uid, api_version) from None
 
 
 def _recover_address(data: Mapping) -> tuple[str | None, str]:
@@ -98,14 +100,6 @@ def _recover_address(data: Mapping) -> tuple[str | None, str]:
     if not (isinstance(api_version, str) and api_version.startswith("admission.k8s.io/")):
         api_version = API_VERSION
     return (uid if isinstance(uid, str) and uid else None), api_version
-
-
-def _describe(error: ValidationError) -> str:
-    parts = []
-    for item in error.errors()[:5]:
-        where = ".".join(str(p) for p in item["loc"]) or "body"
-        parts.append(f"{where}: {item['msg']}")
-    return "; ".join(parts)
 
 
 def encode_patch(operations: Sequence[Mapping]) -> str:

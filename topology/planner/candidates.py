@@ -45,7 +45,8 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
                near: int | None = None) -> np.ndarray:
     """At most `limit` domains, best first: nearest to `near` (a node of the previous sibling, so
     siblings share as many ancestors as possible), then the tightest (binpack) or emptiest (spread)
-    leftover, then tree order (domain names)."""
+    leftover, then the leftover of its parent, grandparent, ... the same way, then tree order (domain
+    names)."""
     layout = state.layout
     domains = in_scope(layout, level, scope_level, scope_domain)
     pinned = pinned_domain(layout, group, level)
@@ -82,7 +83,14 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
         leftover = state.count(primary, level, domains) - primary_need
         if spread:
             leftover = -leftover
-    keys = [domains, leftover]
+    keys = [domains]
+    if primary is not None and level > 0:
+        # equal fits: the domain inside the tightest (binpack) or emptiest (spread) parent, then
+        # grandparent, ..., so small gangs fill up partly used racks and blocks and keep empty ones whole
+        for above in range(level):
+            room_above = state.count(primary, above, layout.ancestors(level, above)[domains])
+            keys.append(-room_above if spread else room_above)
+    keys.append(leftover)
     if near is not None and level >= 0 and primary is not None:
         # siblings stay together: fewer domains used at every level beats a tighter fit
         shared = np.zeros(len(domains), dtype=np.int64)

@@ -1,7 +1,9 @@
-"""Choosing nodes for the pods of one role inside one domain: descend the tree, at each step taking the
-tightest child that holds every pod (binpack) or the emptiest (spread); when none does, the fewest
-children that do, largest first, the last one the tightest that covers the rest. Nodes come back in tree
-order so consecutive pod indexes land on the same or neighbouring nodes."""
+"""Choosing nodes for the pods of one role inside one domain: descend the tree one level at a time, at
+each step taking the tightest child that holds every pod (binpack) or the emptiest (spread); when none
+does, the fewest children that do, largest first, the last one the tightest that covers the rest. The
+children at each step are those of every domain chosen at the step above, taken together, so the pods
+use as few domains as possible at every level. Nodes come back in tree order so consecutive pod indexes
+land on the same or neighbouring nodes."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,54 +21,37 @@ def select(state: State, role: str, level: int, domain: int, need: int, spread: 
     need = min(need, available)
     if need <= 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    parts: list[tuple[np.ndarray, np.ndarray]] = []
-    _descend(state, role, level, domain, need, spread, parts)
-    nodes = np.concatenate([p[0] for p in parts])
-    pods = np.concatenate([p[1] for p in parts])
-    order = np.argsort(state.layout.position[nodes], kind="stable")
-    return nodes[order], pods[order]
-
-
-def _descend(state: State, role: str, level: int, domain: int, need: int, spread: bool,
-             parts: list[tuple[np.ndarray, np.ndarray]]) -> None:
     layout = state.layout
-    if level == layout.depth:
-        parts.append((np.array([domain], dtype=np.int64), np.array([need], dtype=np.int64)))
-        return
-    kids = layout.inside(level, domain, level + 1)
-    room = state.counts[role][level + 1][kids]
-    whole, split = [], []
-    for kid, share in _split(room, need, spread):
-        (whole if share == room[kid] else split).append((int(kids[kid]), share))
-    if whole:
-        # children taken whole: every node in them with room, in one vectorized step
-        taken = np.array([kid for kid, _ in whole], dtype=np.int64)
-        fit = state.fit[role]
-        if level + 1 == layout.depth:
-            parts.append((taken, fit[taken]))
+    chosen, shares = np.array([domain], dtype=np.int64), np.array([need], dtype=np.int64)
+    for at in range(level, layout.depth):
+        if chosen.size == 1:
+            kids = layout.inside(at, int(chosen[0]), at + 1)
         else:
-            members = layout.inside(level, domain, layout.depth)
-            members = members[np.isin(layout.ancestors(layout.depth, level + 1)[members], taken)]
-            members = members[fit[members] > 0]
-            parts.append((members, fit[members]))
-    for kid, share in split:
-        _descend(state, role, level + 1, kid, share, spread, parts)
+            kids = layout.inside(level, domain, at + 1)
+            kids = kids[np.isin(layout.ancestors(at + 1, at)[kids], chosen)]
+        room = state.counts[role][at + 1][kids]
+        kids, room = kids[room > 0], room[room > 0]
+        picks, shares = _split(room, need, spread)
+        chosen = kids[picks]
+    order = np.argsort(layout.position[chosen], kind="stable")
+    return chosen[order], shares[order]
 
 
-def _split(room: np.ndarray, need: int, spread: bool) -> list[tuple[int, int]]:
-    """Which children (positions in `room`) take how many pods, in tree order."""
+def _split(room: np.ndarray, need: int, spread: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Which children (positions in `room`) take how many pods: the tightest (binpack) or emptiest
+    (spread) that holds them all, else the largest first and the tightest that covers the rest."""
     whole = np.flatnonzero(room >= need)
     if whole.size:
         pick = whole[np.argmax(room[whole])] if spread else whole[np.argmin(room[whole])]
-        return [(int(pick), need)]
+        return np.array([pick]), np.array([need], dtype=np.int64)
     order = np.argsort(-room, kind="stable")
     taken = np.cumsum(room[order])
     full = int(np.searchsorted(taken, need))          # order[:full] are taken whole
-    shares = [(int(order[i]), int(room[order[i]])) for i in range(full)]
+    picks, shares = order[:full], room[order[:full]]
     rest = need - (int(taken[full - 1]) if full else 0)
     if rest > 0:
         others = order[full:]
         covering = others[room[others] >= rest]
         last = covering[np.argmin(room[covering])] if covering.size and not spread else others[0]
-        shares.append((int(last), rest))
-    return sorted(shares)
+        picks, shares = np.append(picks, last), np.append(shares, rest)
+    return picks, shares

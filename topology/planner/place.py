@@ -260,7 +260,7 @@ class Placer:
 
     def _child_orders(self, group: GroupInfo) -> Iterator[list[GroupInfo]]:
         """Tree order first (rank order); then the most constrained children first: those whose roles
-        have room on the fewest nodes, the biggest first."""
+        have room on the fewest nodes, the biggest first, or those confined to the finest domains."""
         yield group.children
         if len(group.children) < 2:
             return
@@ -268,8 +268,12 @@ class Placer:
         def constrained(child: GroupInfo) -> tuple:
             nodes = min((room[role] for role, need in child.need.items() if need), default=1 << 62)
             return nodes, -child.need_total
+        def confined(child: GroupInfo) -> tuple:
+            finest = max((g.required for g in child.walk() if g.required is not None), default=ROOT - 1)
+            return -finest, -child.need_total
         others = [sorted(group.children, key=constrained),
-                  sorted(group.children, key=lambda child: -child.need_total)]
+                  sorted(group.children, key=lambda child: -child.need_total),
+                  sorted(group.children, key=confined)]
         seen = [group.children]
         for order in others:
             if order not in seen:
