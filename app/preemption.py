@@ -26,6 +26,7 @@ from topology.cluster import pod_key
 from topology.groups import GroupTree
 from topology.preemption import PreemptionPlan, RunningGang, RunningPod, select_victims
 
+from .extender.planning import occupied_count
 from .logs import fields, get_logger
 from .plans import GANG_REFUSED, PLANNED, GangPlan
 from .ports import EvictionRefused
@@ -182,12 +183,15 @@ class Preemptor:
         cluster = state.cluster
         pins = {slot: cluster.node_index[node] for slot, (_, node) in state.bound.get(tree.key, {}).items()
                 if node in cluster.node_index}
+        # exclusive groups: the same occupancy as the normal path; select_victims subtracts each choice's victims
+        others = occupied_count(state, tree) if any(g.exclusive for g in tree.groups()) else None
         try:
-            inp = build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins)
+            inp = build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
+                                   occupied_nodes=None if others is None else others > 0)
         except (ValueError, KeyError) as err:
             log.info("preemption impossible", extra=fields(gang=tree.key, reason=str(err)))
             return None
-        return select_victims(inp, running_gangs(state), protected=protected, avoid=avoid)
+        return select_victims(inp, running_gangs(state), protected=protected, avoid=avoid, occupied_count=others)
 
     def _hold(self, plan: GangPlan, result: PreemptionPlan) -> None:
         """The refused plan becomes the preemptor's plan: every slot reserved on its node now, so the

@@ -264,3 +264,64 @@ def test_against_a_blocking_writer_evictions_go_out_from_a_thread():
     preemptor.sender.join(timeout=60)
     assert "preempted gang research/job-a" in next(iter(answer["FailedNodes"].values()))
     assert sorted(name for _, name, _ in writer.evictions)[:4] == [f"job-a-{i}" for i in range(4)]
+
+
+# --- exclusive gangs (LeaderWorkerSet exclusive-topology) -----------------------------------------------
+
+def serving_lws(*, exclusive: bool) -> dict:
+    """One group of 4 pods (leader + 3 workers) of 8 GPUs at priority 1000, in one unit."""
+    annotations = {"kai.scheduler/topology": "fabric"}
+    if exclusive:
+        annotations["leaderworkerset.sigs.k8s.io/exclusive-topology"] = UNIT
+    else:
+        annotations["kai.scheduler/topology-required-placement"] = "unit"
+    template = {"spec": {"priority": 1000, "containers": [{"name": "main", "image": "vllm",
+                                                           "resources": {"limits": {GPU: "8"}}}]}}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "serve", "namespace": "prod", "uid": "uid-serve", "resourceVersion": "1",
+                         "annotations": annotations},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 4, "leaderTemplate": copy.deepcopy(template),
+                                                             "workerTemplate": copy.deepcopy(template)}}}
+
+
+def shared_unit_client(lws: dict) -> tuple[TestClient, RecordingWriter]:
+    """Unit 0: a priority-0 job and a priority-2000 cpu-only pod that may not be evicted; unit 1: a
+    priority-10 job; unit 2: a priority-5000 job."""
+    cheap, dearer, serving = (job("job-a", "research", 4, priority=0), job("job-b", "research", 4, priority=10),
+                              job("job-c", "ops", 4, priority=5000))
+    guard = plain_pod("guard", cpu="1", namespace="ops")
+    guard["spec"].update({"nodeName": "node-01", "priority": 2000})
+    guard["status"] = {"phase": "Running"}
+    objects = (fabric_nodes() + [cheap, dearer, serving, lws, guard] + running(cheap, 0) + running(dearer, 4)
+               + running(serving, 8))
+    app = create_app(Settings(preemption="on"), objects=copy.deepcopy(objects), clock=Clock())
+    writer = RecordingWriter(app.state.service)
+    app.state.service.writer = writer
+    return TestClient(app), writer
+
+
+def test_exclusive_lws_does_not_preempt_into_a_unit_a_higher_priority_pod_keeps():
+    lws = serving_lws(exclusive=True)
+    client, writer = shared_unit_client(lws)
+    answer = filter_(client, job_pods(lws)[0])
+    assert answer["NodeNames"] == []
+    assert "waiting for 4 victims to terminate in unit-1 (preempted gang research/job-b)" in \
+        next(iter(answer["FailedNodes"].values()))
+    assert sorted(f"{ns}/{name}" for ns, name, _ in writer.evictions) == JOB_B        # never job-a's unit
+    detail = client.get(f"/debug/plans/{gang_key(client)}").json()
+    assert detail["preemption"]["domain"] == "spine-0/leaf-b/unit-1"
+    assert {s["node"] for s in detail["slots"]} == {f"node-{i:02d}" for i in range(4, 8)}
+    terminate(client, JOB_B)
+    for pod in job_pods(lws):
+        answer = filter_(client, pod)
+        assert len(answer["NodeNames"]) == 1 and answer["NodeNames"][0] in {f"node-{i:02d}" for i in range(4, 8)}
+        assert bind(client, pod, answer["NodeNames"][0]) == ""
+    assert client.get(f"/debug/plans/{gang_key(client)}").json()["status"] == "bound"
+
+
+def test_non_exclusive_lws_preempts_the_cheapest_unit_beside_the_higher_priority_pod():
+    lws = serving_lws(exclusive=False)
+    client, writer = shared_unit_client(lws)
+    answer = filter_(client, job_pods(lws)[0])
+    assert "preempted gang research/job-a" in next(iter(answer["FailedNodes"].values()))
+    assert sorted(f"{ns}/{name}" for ns, name, _ in writer.evictions) == [f"research/job-a-{i}" for i in range(4)]

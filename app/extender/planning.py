@@ -13,7 +13,7 @@ from topology.plan import Plan
 
 from ..state import ServiceState
 
-__all__ = ["GroupingError", "identify", "plan"]
+__all__ = ["GroupingError", "identify", "occupied_count", "plan"]
 
 _OPT_IN_PREFIXES = ("kai.scheduler/", "kueue.x-k8s.io/podset-")
 _CACHE_LIMIT = 4096
@@ -98,14 +98,17 @@ def plan(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str],
 
 def _occupied_nodes(state: ServiceState, tree: GroupTree) -> np.ndarray:
     """Mask of nodes holding pods or reservations of anything but this gang (for exclusive placement)."""
+    return occupied_count(state, tree) > 0
+
+
+def occupied_count(state: ServiceState, tree: GroupTree) -> np.ndarray:
+    """Per node, the pods and reservations of anything but this gang (preemption subtracts its victims)."""
     cluster = state.cluster
     pods = cluster.resources.column["pods"]
-    busy = (cluster.capacity.used[:, pods] > 0) | (cluster.capacity.reserved[:, pods] > 0)
+    total = cluster.capacity.used[:, pods] + cluster.capacity.reserved[:, pods]
     own = [u.node for key, u in cluster.reservations.items() if key.startswith(f"gang:{tree.key}#")]
     own += [cluster.node_index[node] for _, node in state.bound.get(tree.key, {}).values()
             if node in cluster.node_index]
     counts = np.zeros(len(cluster.nodes), dtype=np.int64)
-    for node in own:
-        counts[node] += 1
-    busy &= ~((counts > 0) & (cluster.capacity.used[:, pods] + cluster.capacity.reserved[:, pods] <= counts))
-    return busy
+    np.add.at(counts, np.asarray(own, dtype=np.int64), 1)
+    return np.maximum(total.astype(np.int64) - counts, 0)

@@ -7,17 +7,21 @@ the victims' capacity given back. Small domains are searched exhaustively in cos
 is the cheapest there is), larger ones greedily: spare pods first, then whole gangs, lowest priority
 first, and every victim the plan turns out not to need is spared again. A cheap count (do the
 mandatory pods fit by capacity at all?) screens each choice before the planner sees it.
+
+Exclusive groups: given the pods of other gangs per node (`occupied_count`), each choice is evaluated
+with the occupancy its victims leave behind, so an exclusive domain is one emptied of every other gang
+(all of them victims) or not chosen at all.
 """
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..plan import Plan, PlanInput
-from ..planner import PlanError, evaluate_domain
+from ..planner import PlanError, evaluate_domain, occupied_masks
 from ..tree import LevelError
 from .candidates import (Choice, GangInDomain, RunningGang, Victim, candidate_gangs, freed, gangs_in_domain,
                          victims_of)
@@ -81,17 +85,19 @@ class PreemptionPlan:
 
 def select_victims(inp: PlanInput, running: Iterable[RunningGang], *, priority: int | None = None,
                    policy: str | None = None, protected: Iterable[str] = (), avoid: Iterable[str] = (),
-                   budget: int = BUDGET) -> PreemptionPlan:
+                   budget: int = BUDGET, occupied_count: np.ndarray | None = None) -> PreemptionPlan:
     """The cheapest preemption that lets the gang of `inp` fit (see the module docstring). `priority` and
     `policy` default to the gang's own; `protected` gangs are never victims; `avoid` lists domain ids
-    not to choose (an eviction there was refused)."""
+    not to choose (an eviction there was refused). `occupied_count`: per node, the pods (and
+    reservations) of everything but this gang; for a gang with exclusive groups it replaces
+    `inp.occupied`, minus the victims of each choice (None: `inp.occupied` as given, victims or not)."""
     tree = inp.tree
     priority = tree.priority if priority is None else priority
     policy = tree.preemption_policy if policy is None else policy
     if policy == "Never":
         return PreemptionPlan(False, explanation=f"gang {tree.key} has preemptionPolicy Never: it never preempts")
     try:
-        search = _Search(inp, budget)
+        search = _Search(inp, budget, occupied_count)
     except (PlanError, LevelError, ValueError) as err:
         return PreemptionPlan(False, explanation=str(err))
     gangs = candidate_gangs(running, priority, own=tree.key, protected=protected)
@@ -102,10 +108,17 @@ def select_victims(inp: PlanInput, running: Iterable[RunningGang], *, priority: 
 
 
 class _Search:
-    def __init__(self, inp: PlanInput, budget: int):
+    def __init__(self, inp: PlanInput, budget: int, occupied_count: np.ndarray | None = None):
         self.inp = inp
         self.layout = Domains(inp.topology, len(inp.node_names))
         self.root = Demand.of(inp.tree, self.layout, inp.bound)
+        exclusive = inp.topology is not None and any(g.exclusive for g in inp.tree.groups())
+        # other gangs' pods per node, when exclusivity depends on who is evicted (None: inp.occupied holds)
+        self.others = (np.asarray(occupied_count, dtype=np.int64) if exclusive and occupied_count is not None
+                       else None)
+        root = inp.tree.root
+        self.claim = (self.root.required if self.root.required is not None else self.root.preferred) \
+            if root.exclusive else None
         for role in self.root.need:
             if role not in inp.requests:
                 raise PlanError(f"gang {inp.tree.key}: role {role!r} has no request; known roles: "
@@ -169,6 +182,9 @@ class _Search:
                 continue
             in_domain = (owners == domain) & layout.member
             here = gangs_in_domain(touching.get(domain, []), in_domain)
+            if level == self.claim and self.stays_occupied(in_domain, here):
+                self.note(level, domain, "the gang is exclusive, and pods of other gangs there may not be evicted")
+                continue
             shortfall = self.shortfall(self.inp.free, in_domain)
             if shortfall and not here:
                 self.note(level, domain, "no lower-priority pods there")
@@ -182,6 +198,26 @@ class _Search:
         for _, domain, _, _ in promising[MAX_DOMAINS:]:
             self.note(level, domain, f"not evaluated: only the {MAX_DOMAINS} most promising domains are")
         return [(domain, in_domain, here) for _, domain, in_domain, here in promising[:MAX_DOMAINS]]
+
+    def remaining_others(self, choices: Iterable[Choice]) -> np.ndarray:
+        """Per node, the other gangs' pods still there once the chosen victims are gone."""
+        left = self.others.copy()
+        for choice in choices:
+            for key in choice.pods:
+                left[choice.gang.pods[key].node] -= 1
+        return left
+
+    def stays_occupied(self, in_domain: np.ndarray, here: list[GangInDomain]) -> bool:
+        """The gang's exclusive domain keeps other pods even with every candidate victim in it gone."""
+        if self.others is None or self.inp.bound:       # running pods pin the gang: the planner skips the check
+            return False
+        inside = [Choice(g.gang, g.inside) for g in here]
+        return bool((self.remaining_others(inside)[in_domain] > 0).any())
+
+    def with_victims_gone(self, choices: Sequence[Choice]) -> PlanInput:
+        if self.others is None:
+            return self.inp
+        return replace(self.inp, occupied=occupied_masks(self.inp.topology, self.remaining_others(choices) > 0))
 
     def shortfall(self, free: np.ndarray, in_domain: np.ndarray) -> int:
         """Mandatory pods that do not fit in the domain by capacity alone (a necessary condition)."""
@@ -223,7 +259,7 @@ class _Search:
         if self.shortfall(free, in_domain) or self.budget <= 0:
             return None
         self.budget -= 1
-        plan = evaluate_domain(self.inp, level, domain, free)
+        plan = evaluate_domain(self.with_victims_gone(choices), level, domain, free)
         return plan if plan.placed else None
 
     def exact(self, level, domain, in_domain, options, bound):
@@ -269,7 +305,13 @@ class _Search:
                 plan = self.evaluate(level, domain, in_domain, list(chosen.values()))
             if plan is None:
                 continue
-            chosen = self.trim(chosen, plan)
+            if self.others is None:
+                chosen = self.trim(chosen, plan)
+            else:                                   # sparing by capacity alone may break an exclusive claim
+                trimmed = self.trim(chosen, plan)
+                found = self.evaluate(level, domain, in_domain, list(trimmed.values()))
+                if found is not None:
+                    chosen, plan = trimmed, found
             for g in reversed(added):               # spare whole gangs the plan does not need
                 if not chosen[id(g)].whole:         # trim spared it already: offering it again only costs
                     continue
