@@ -26,7 +26,7 @@ from topology.cluster import pod_key
 from topology.groups import GroupTree
 from topology.preemption import PreemptionPlan, RunningGang, RunningPod, select_victims
 
-from .extender.planning import occupied_count
+from .extender.planning import exclusive_occupancy, plan_input
 from .logs import fields, get_logger
 from .plans import GANG_REFUSED, PLANNED, GangPlan
 from .ports import EvictionRefused
@@ -177,17 +177,12 @@ class Preemptor:
 
     def choose(self, tree: GroupTree, *, protected=(), avoid=()) -> PreemptionPlan | None:
         """The cheapest preemption for a gang on the current cluster (None when it cannot be planned)."""
-        from topology.planner.inputs import build_plan_input
-
         state = self.state
-        cluster = state.cluster
-        pins = {slot: cluster.node_index[node] for slot, (_, node) in state.bound.get(tree.key, {}).items()
-                if node in cluster.node_index}
+        bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
         # exclusive groups: the same occupancy as the normal path; select_victims subtracts each choice's victims
-        others = occupied_count(state, tree) if any(g.exclusive for g in tree.groups()) else None
+        others = exclusive_occupancy(state, tree)
         try:
-            inp = build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
-                                   occupied_nodes=None if others is None else others > 0)
+            inp = plan_input(state, tree, bound=bound, others=others)
         except (ValueError, KeyError) as err:
             log.info("preemption impossible", extra=fields(gang=tree.key, reason=str(err)))
             return None

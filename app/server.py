@@ -26,6 +26,8 @@ from .memory import MemoryWriter, load_into
 from .ports import ClusterWriter
 from .settings import Settings
 from .state import ServiceState
+from .ui import router as ui_router
+from .webhook import router as webhook_router
 
 log = get_logger(__name__)
 
@@ -76,19 +78,9 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
     app.state.service = state
     app.include_router(build_router(settings.url_prefix))
     app.include_router(debug_router)
-    _include_optional(app, "app.webhook")
-    _include_optional(app, "app.ui")
+    app.include_router(webhook_router)
+    app.include_router(ui_router)
     return app
-
-
-def _include_optional(app: FastAPI, module: str) -> None:
-    """Routers of pieces that may not be installed (the webhook, the debug page)."""
-    import importlib
-    try:
-        router = importlib.import_module(module).router
-    except (ImportError, AttributeError):
-        return
-    app.include_router(router)
 
 
 async def _expire_forever(state: ServiceState) -> None:

@@ -22,6 +22,7 @@ from topology.cluster import Cluster, is_bound_and_running, pod_key
 from topology.groups import Slot
 from topology.nodes import NodeInfo, PodPlacementRules
 from topology.objects import api_group
+from topology.resources import pod_requests
 
 from .logs import fields, get_logger
 from .metrics import Metrics
@@ -363,9 +364,7 @@ class ServiceState:
 
     # --- reservations -----------------------------------------------------------------------------------
     def role_request(self, plan: GangPlan, role: str) -> np.ndarray:
-        from topology.resources import pod_requests
-        spec = plan.tree.roles[role].pod_spec if role in plan.tree.roles else {}
-        return self.cluster.resources.vector(pod_requests(spec))
+        return self.cluster.resources.vector(pod_requests(plan.tree.pod_spec(role)))
 
     def reserve_slot(self, plan: GangPlan, state, *, check_fit: bool = True) -> bool:
         """Hold the slot's capacity on its node. False (nothing held) when the node is gone, no longer
@@ -377,8 +376,8 @@ class ServiceState:
         if (plan.preemption or {}).get("status") in ("evicting", "waiting"):
             check_fit = False        # app.preemption: the room is still used by victims evicted for this plan
         if check_fit:
-            spec = plan.tree.roles[state.slot.role].pod_spec if state.slot.role in plan.tree.roles else {}
-            if PodPlacementRules.from_spec(spec).allows(self.cluster.nodes[node]) is not None:
+            rules = PodPlacementRules.from_spec(plan.tree.pod_spec(state.slot.role))
+            if rules.allows(self.cluster.nodes[node]) is not None:
                 return False
             if np.any(self.cluster.free[node] < request):
                 return False

@@ -102,3 +102,8 @@ class GroupTree:
 
     def slots(self) -> list[Slot]:
         return self.root.all_slots()
+
+    def pod_spec(self, role: str) -> Mapping:
+        """The pod template spec of a role ({} for a role without a RoleSpec)."""
+        spec = self.roles.get(role)
+        return (spec.pod_spec if spec is not None else None) or {}

@@ -302,8 +302,7 @@ class GangScheduler:
         index = cluster.node_index.get(slot_state.node or "")
         if index is None:
             return "deleted"
-        role = plan.tree.roles.get(slot_state.slot.role)
-        reason = PodPlacementRules.from_spec(role.pod_spec if role else {}).allows(cluster.nodes[index])
+        reason = PodPlacementRules.from_spec(plan.tree.pod_spec(slot_state.slot.role)).allows(cluster.nodes[index])
         if reason is None and slot_state.status == PLANNED and not slot_state.reserved:
             return "without room"
         return reason
@@ -356,12 +355,11 @@ class GangScheduler:
 
 # --------------------------------------------------------------------------------------------------
 def _preemptor(state: ServiceState, gangs: GangScheduler):
-    """app.preemption's Preemptor (gang preemption: choose victims, evict, hold the freed domain),
-    when that module is installed; without it a refused gang simply waits."""
-    try:
-        from ..preemption import Preemptor
-    except ImportError:
-        return None
+    """app.preemption's Preemptor (gang preemption: choose victims, evict, hold the freed domain).
+    Imported here because app.preemption builds on this package's planning module. Tests may set
+    `GangScheduler.preemptor` to None: a refused gang then simply waits."""
+    from ..preemption import Preemptor
+
     return Preemptor(state, gangs)
 
 
@@ -381,8 +379,7 @@ def gang_summary(tree: GroupTree) -> str:
         counts[slot.role] = counts.get(slot.role, 0) + 1
     parts = []
     for role, count in counts.items():
-        spec = tree.roles[role].pod_spec if role in tree.roles else {}
-        parts.append((role, count, _main_request(pod_requests(spec))))
+        parts.append((role, count, _main_request(pod_requests(tree.pod_spec(role)))))
     if len({p[2] for p in parts}) <= 1:
         total = sum(p[1] for p in parts)
         return f"{total} pods" + (f" x {parts[0][2]}" if parts and parts[0][2] else "")

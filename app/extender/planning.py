@@ -9,11 +9,12 @@ import numpy as np
 from grouper import GroupingError, PodIdentity, identify_pod, owner_of
 from topology.cluster import pod_key
 from topology.groups import GroupTree, Slot
-from topology.plan import Plan
+from topology.plan import Plan, PlanInput
+from topology.planner import build_plan_input, plan_gang
 
 from ..state import ServiceState
 
-__all__ = ["GroupingError", "identify", "occupied_count", "plan"]
+__all__ = ["GroupingError", "exclusive_occupancy", "identify", "occupied_count", "plan", "plan_input"]
 
 _OPT_IN_PREFIXES = ("kai.scheduler/", "kueue.x-k8s.io/podset-")
 _CACHE_LIMIT = 4096
@@ -74,10 +75,19 @@ def _members(state: ServiceState, pod: Mapping, owner) -> list[Mapping]:
 
 def plan(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str],
          candidates: Mapping[str, Sequence[str]] | None = None, free: np.ndarray | None = None) -> Plan:
-    """Plan a gang on the current cluster. `bound`: slots pinned to nodes (by name); `candidates`: for
-    some roles, the node names the scheduler offered (the usable set for that role)."""
-    from topology.planner.inputs import plan_for
+    """Plan a gang on the current cluster, or a refusal that says why."""
+    try:
+        return plan_gang(plan_input(state, tree, bound=bound, candidates=candidates, free=free))
+    except (ValueError, KeyError) as err:       # PlanError, LevelError, unknown topology
+        return Plan(False, reason=str(err).strip("'\""))
 
+
+def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str],
+               candidates: Mapping[str, Sequence[str]] | None = None, free: np.ndarray | None = None,
+               others: np.ndarray | None = None) -> PlanInput:
+    """The planner's input for a gang on the current cluster. `bound`: slots pinned to nodes (by name);
+    `candidates`: for some roles, the node names the scheduler offered (the usable set for that role);
+    `others`: exclusive_occupancy(state, tree), computed here unless the caller already has it."""
     cluster = state.cluster
     index = cluster.node_index
     pins = {slot: index[node] for slot, node in bound.items() if node in index}
@@ -88,17 +98,15 @@ def plan(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str],
             mask = np.zeros(len(cluster.nodes), dtype=bool)
             mask[[index[n] for n in names if n in index]] = True
             masks[role] = mask
-    occupied = _occupied_nodes(state, tree) if any(g.exclusive for g in tree.groups()) else None
-    try:
-        return plan_for(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
-                        candidates=masks, occupied_nodes=occupied, free=free)
-    except (ValueError, KeyError) as err:       # PlanError, LevelError, unknown topology
-        return Plan(False, reason=str(err).strip("'\""))
+    if others is None:
+        others = exclusive_occupancy(state, tree)
+    return build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
+                            candidates=masks, occupied_nodes=None if others is None else others > 0, free=free)
 
 
-def _occupied_nodes(state: ServiceState, tree: GroupTree) -> np.ndarray:
-    """Mask of nodes holding pods or reservations of anything but this gang (for exclusive placement)."""
-    return occupied_count(state, tree) > 0
+def exclusive_occupancy(state: ServiceState, tree: GroupTree) -> np.ndarray | None:
+    """occupied_count for a gang with an exclusive group; None (nothing to keep apart) otherwise."""
+    return occupied_count(state, tree) if any(g.exclusive for g in tree.groups()) else None
 
 
 def occupied_count(state: ServiceState, tree: GroupTree) -> np.ndarray:

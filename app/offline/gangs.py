@@ -25,7 +25,7 @@ class RoleNeeds:
 def role_needs(cluster: Cluster, tree: GroupTree) -> dict[str, RoleNeeds]:
     needs: dict[str, RoleNeeds] = {}
     for role in sorted({slot.role for slot in tree.slots()}):
-        spec = (tree.roles.get(role) or RoleSpec(role, 0)).pod_spec or {}
+        spec = tree.pod_spec(role)
         amounts = pod_requests(spec)
         needs[role] = RoleNeeds(cluster.resources.vector(amounts),
                                 cluster.usable(PodPlacementRules.from_spec(spec)),

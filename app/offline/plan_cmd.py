@@ -12,17 +12,17 @@ from collections.abc import Sequence
 from topology.cluster import Cluster, pod_key
 from topology.groups import Slot
 from topology.plan import Plan
+from topology.planner import plan_for
 
 from .gangs import role_needs
 from .output import GangOutcome
-from .policies import occupied_nodes, planner_plan_for
+from .policies import occupied_nodes
 from .workloads import FileGang, WorkloadError
 
 PLACED, NOT_PLACED, BAD_INPUT = 0, 1, 2
 
 
 def plan_gangs(cluster: Cluster, gangs: Sequence[FileGang], strategy: str = "binpack") -> list[GangOutcome]:
-    plan_for = planner_plan_for()
     outcomes = []
     for number, gang in enumerate(gangs):
         bound = _bound_indexes(cluster, gang)

@@ -25,6 +25,7 @@ from topology.cluster import Cluster
 from topology.counts import pods_per_node, segments_by_level, sum_by_level
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan
+from topology.planner import plan_for
 from topology.tree import TopologyTree
 
 from .gangs import GPU, RoleNeeds, role_needs, split_gang
@@ -52,18 +53,10 @@ class TasPolicy:
 
     def place(self, cluster: Cluster, tree: GroupTree) -> Plan:
         try:
-            return planner_plan_for()(cluster, tree, strategy=tree.strategy or self.strategy,
-                                      occupied_nodes=occupied_nodes(cluster, tree))
+            return plan_for(cluster, tree, strategy=tree.strategy or self.strategy,
+                            occupied_nodes=occupied_nodes(cluster, tree))
         except (ValueError, KeyError) as err:
             return Plan(placed=False, reason=str(err).strip("'\""))
-
-
-def planner_plan_for():
-    try:
-        from topology.planner import plan_for
-    except ImportError:
-        from topology.planner.inputs import plan_for
-    return plan_for
 
 
 def occupied_nodes(cluster: Cluster, tree: GroupTree) -> np.ndarray | None:

@@ -34,7 +34,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
     unplaceable: dict[str, str] = {}
     excluded: dict[str, int] = {}
     for role in _roles(tree):
-        spec = tree.roles[role].pod_spec if role in tree.roles else {}
+        spec = tree.pod_spec(role)
         amounts = pod_requests(spec)
         requests[role] = cluster.resources.vector(amounts)
         missing = cluster.resources.unknown(amounts)
