@@ -13,6 +13,7 @@ from topology.plan import Plan, PlanInput
 from topology.planner import build_plan_input, plan_gang
 
 from ..state import ServiceState
+from .names import candidate_mask
 
 __all__ = ["GroupingError", "exclusive_occupancy", "identify", "occupied_count", "plan", "plan_input"]
 
@@ -95,9 +96,7 @@ def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str
     if candidates:
         masks = {}
         for role, names in candidates.items():
-            mask = np.zeros(len(cluster.nodes), dtype=bool)
-            mask[[index[n] for n in names if n in index]] = True
-            masks[role] = mask
+            masks[role] = candidate_mask(names, index, len(cluster.nodes))
     if others is None:
         others = exclusive_occupancy(state, tree)
     return build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
