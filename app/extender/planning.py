@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from grouper import GroupingError, PodIdentity, identify_pod, owner_of
+from grouper import GroupingError, PodIdentity, group_workload, identify_pod, owner_of
 from topology.cluster import pod_key
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan, PlanInput
@@ -48,16 +48,23 @@ def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
     topologies = state.cluster.topologies
     if owner.kind == "PodGroup":
         return identify_pod(pod, workload, topologies, pods=_members(state, pod, owner))
-    cache = state.identities
+
+    def trees():       # one grouping per workload version, not one per pod of a 1,024-pod gang
+        return _cached(state, ("trees", _version(workload), state.rebuilds),
+                       lambda: group_workload(workload, topologies))
     key = (_version(pod), _version(workload), owner.group_index, state.rebuilds)
+    return _cached(state, key, lambda: identify_pod(pod, workload, topologies, trees=trees()))
+
+
+def _cached(state: ServiceState, key: tuple, compute):
+    cache = state.identities
     if key in cache:
         cache.move_to_end(key)
         return cache[key]
-    identity = identify_pod(pod, workload, topologies)
-    cache[key] = identity
+    value = cache[key] = compute()
     while len(cache) > _CACHE_LIMIT:
         cache.popitem(last=False)
-    return identity
+    return value
 
 
 def _version(obj: Mapping) -> tuple:
