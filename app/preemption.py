@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from prometheus_client import Counter
 
 from grouper import owner_of
+from grouper.names import OPT_IN_ANNOTATIONS
 from topology.cluster import pod_key
 from topology.groups import GroupTree
 from topology.preemption import PreemptionPlan, RunningGang, RunningPod, select_victims
@@ -352,10 +353,18 @@ def _value(domain: str | None) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+PLAIN_CONTROLLERS = {"ReplicaSet", "Deployment", "StatefulSet", "ReplicationController"}
+NEVER_VICTIMS = {"DaemonSet", "Node"}           # they come back on the same node: evicting them frees nothing
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
 def running_gangs(state: ServiceState) -> list[RunningGang]:
     """Every bound, running pod grouped into what an eviction would break: the gang we bound it for (its
-    placement annotation), else its workload (owner), else the pod alone. A gang's priority is its
-    highest pod priority; a gang we planned may lose its elastic pods, any other only whole."""
+    placement annotation), else its gang workload (a Job, a training job, an LWS group, a PodGroup, a
+    pod that opts in with gang annotations), else the pod alone: pods of no gang (ReplicaSet,
+    Deployment, StatefulSet pods without gang settings, bare pods) are victims one by one. DaemonSet and
+    static (mirror) pods are never victims. A gang's priority is its highest pod priority; a gang we
+    planned may lose its elastic pods, any other only whole."""
     cluster = state.cluster
     members: dict[str, dict[str, RunningPod]] = {}
     priorities: dict[str, int] = {}
@@ -363,14 +372,12 @@ def running_gangs(state: ServiceState) -> list[RunningGang]:
     for key, usage in cluster.pods.items():
         namespace, name = key.split("/", 1)
         pod = state.objects.get("Pod", namespace, name) or {}
-        metadata = pod.get("metadata") or {}
-        annotations = metadata.get("annotations") or {}
-        gang = annotations.get(GANG_ANNOTATION)
-        if gang:
+        gang = victim_group(pod, key)
+        if gang is None:
+            continue
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        if annotations.get(GANG_ANNOTATION):
             slot_of[key] = (gang, annotations.get(SLOT_ANNOTATION, ""))
-        else:
-            owner = owner_of(pod) if pod else None
-            gang = owner.key if owner is not None else key
         members.setdefault(gang, {})[key] = RunningPod(usage.node, usage.request)
         priority = (pod.get("spec") or {}).get("priority")
         priorities[gang] = max(priorities.get(gang, -(1 << 31)), priority if isinstance(priority, int) else 0)
@@ -379,6 +386,32 @@ def running_gangs(state: ServiceState) -> list[RunningGang]:
         elastic = _elastic_pods(state, gang, pods, slot_of)
         gangs.append(RunningGang(gang, priorities[gang], pods, elastic=elastic))
     return gangs
+
+
+def victim_group(pod: Mapping, key: str) -> str | None:
+    """What evicting this pod breaks: its gang's key, the pod's own key (a pod of no gang), or None
+    (a DaemonSet or static pod: never a victim)."""
+    metadata = pod.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    if annotations.get(GANG_ANNOTATION):
+        return annotations[GANG_ANNOTATION]
+    if MIRROR_ANNOTATION in annotations:
+        return None
+    controller = next((ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")), None)
+    if controller is not None and controller.get("kind") in NEVER_VICTIMS:
+        return None
+    owner = owner_of(pod) if pod else None
+    if owner is None or (owner.kind in PLAIN_CONTROLLERS and not opts_in_gang(pod)):
+        return key
+    return owner.key
+
+
+def opts_in_gang(pod: Mapping) -> bool:
+    """A pod that carries gang settings (KAI, Kueue or PodGroup annotations and labels)."""
+    metadata = pod.get("metadata") or {}
+    keys = list(metadata.get("annotations") or {}) + list(metadata.get("labels") or {})
+    return any(k in OPT_IN_ANNOTATIONS or k.startswith(("kai.scheduler/", "kueue.x-k8s.io/podset-"))
+               or k in ("pod-group-name", "scheduling.x-k8s.io/pod-group") for k in keys)
 
 
 def _elastic_pods(state: ServiceState, gang: str, pods: Mapping[str, RunningPod],

@@ -45,7 +45,7 @@ def test_greedy_frees_two_whole_racks_in_the_cheaper_block():
     result = select_victims(inp, running)
     assert result.found, result.explanation
     assert result.level == "block" and result.domain.endswith("b1")
-    assert len(result.victims) == 8 and result.cost.victims == (1, 8, 8)
+    assert len(result.victims) == 8 and result.cost.victims == (1, 0, 8)     # single pods break no gang
     racks = {int(topology.node_domain[1][v.node]) for v in result.victims}
     assert len(racks) == 2                             # two whole racks, one per segment
     assert check_plan(replace(inp, free=result.free), result.plan) == []
@@ -65,7 +65,9 @@ def test_spare_pods_of_a_large_elastic_gang_are_taken_before_whole_gangs():
     topology, running = full_cluster(lambda block: 0)
     pods = {key: pod for gang in running[16:] for key, pod in gang.pods.items()}
     elastic = RunningGang("batch/elastic", 0, pods, min_member=4)       # block 1: one gang of 16, 12 spare
-    result = select_victims(gang_input(topology), running[:16] + [elastic])
+    # block 0: two-pod gangs (a single pod breaks no gang, so it would cost as little as a spare pod)
+    pairs = [RunningGang(f"batch/pair{i}", 0, {**running[2 * i].pods, **running[2 * i + 1].pods}) for i in range(8)]
+    result = select_victims(gang_input(topology), pairs + [elastic])
     assert result.found
     assert result.broken_gangs == [] and result.gangs == ["batch/elastic"]
     assert len(result.victims) == 8
