@@ -31,6 +31,7 @@ from ..state import ServiceState
 from . import planning
 from .binding import Binder
 from .preemption import keep_helpful_victims
+from .refusal_cache import refusal_key, still_refused
 from .scores import NEUTRAL_SCORE, Scorer
 
 log = get_logger(__name__)
@@ -146,7 +147,7 @@ class GangScheduler:
     def _plan_of(self, ident, pod: Mapping, candidates: Sequence[str]) -> GangPlan:
         state = self.state
         plan = state.plans.get(ident.gang)
-        if plan is not None and plan.status == GANG_REFUSED and plan.refused_generation != state.generation:
+        if plan is not None and plan.status == GANG_REFUSED and not still_refused(state, plan, ident.tree):
             state.plans.pop(plan.key)
             plan = None
         if plan is not None and plan.status != GANG_REFUSED and plan.tree.slots() != ident.tree.slots():
@@ -171,6 +172,7 @@ class GangScheduler:
         if not result.placed:
             plan.reason = self._gang_message(plan, result.reason or "does not fit")
             plan.refused_generation = state.generation
+            plan.refusal = refusal_key(state, tree)
             plan.expires = None
             state.plans.put(plan)
             state.metrics.refusals.inc()
