@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from prometheus_client import Counter
 
 from grouper import owner_of
-from grouper.names import OPT_IN_ANNOTATIONS
 from topology.cluster import pod_key
 from topology.groups import GroupTree
 from topology.preemption import PreemptionPlan, RunningGang, RunningPod, select_victims
 
+from .extender.planning import _opted_in as planning_opted_in
 from .extender.planning import exclusive_occupancy, plan_input
 from .logs import fields, get_logger
 from .plans import GANG_REFUSED, PLANNED, GangPlan
@@ -401,17 +401,9 @@ def victim_group(pod: Mapping, key: str) -> str | None:
     if controller is not None and controller.get("kind") in NEVER_VICTIMS:
         return None
     owner = owner_of(pod) if pod else None
-    if owner is None or (owner.kind in PLAIN_CONTROLLERS and not opts_in_gang(pod)):
+    if owner is None or (owner.kind in PLAIN_CONTROLLERS and not planning_opted_in(pod)):
         return key
     return owner.key
-
-
-def opts_in_gang(pod: Mapping) -> bool:
-    """A pod that carries gang settings (KAI, Kueue or PodGroup annotations and labels)."""
-    metadata = pod.get("metadata") or {}
-    keys = list(metadata.get("annotations") or {}) + list(metadata.get("labels") or {})
-    return any(k in OPT_IN_ANNOTATIONS or k.startswith(("kai.scheduler/", "kueue.x-k8s.io/podset-"))
-               or k in ("pod-group-name", "scheduling.x-k8s.io/pod-group") for k in keys)
 
 
 def _elastic_pods(state: ServiceState, gang: str, pods: Mapping[str, RunningPod],
