@@ -356,6 +356,6 @@ def test_refusal_names_each_role_that_falls_short():
                  required_level="rack")
     _, plan = place(root, topology, free_matrix([8, 8], [16000, 16000]), requests=requests)
     assert not plan.placed
-    assert plan.reason.startswith("rack z0-b0-r0 fits 0 of 1 chief pods (32 cpu each) and 2 of 2 w pods "
-                                  "(8 nvidia.com/gpu each)")
+    assert plan.reason.startswith("rack z0-b0-r0 fits 2 of 3 pods together (chief 0 of 1, 32 cpu each; "
+                                  "w 2 of 2, 8 nvidia.com/gpu each)")
     assert "insufficient cpu" in plan.reason

@@ -1,18 +1,20 @@
-"""Refusals that explain themselves: the binding constraint of the group that could not be placed
-(`block b-2 fits 12 of 16 pods (8 nvidia.com/gpu each); segments of 4 at rack need 4 racks with room
-for 4, found 3`) and how many nodes were left out and why."""
+"""Refusals that explain themselves: the best domain with the joint count of the whole group (all roles
+and segments together), the first constraint that breaks (`block b-2 fits 12 of 16 pods (8
+nvidia.com/gpu each); segments of 4 at rack need 4 racks with room for 4, found 3`), "can never fit in
+this cluster" when even empty domains are too small, and how many nodes were left out and why."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..quantity import format_units
 from ..resources import ResourceIndex
-from .candidates import in_scope, pinned_domain, segment_room
-from .demand import GroupInfo
-from .layout import ROOT
-from .state import State
+from .candidates import in_scope, pinned_domain
+from .demand import GroupInfo, SegmentShape
+from .layout import ROOT, Layout
+from .state import FIT_CAP, State
 
 PLAIN_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 
@@ -25,12 +27,104 @@ def describe_request(resources: ResourceIndex, request: np.ndarray) -> str:
     return ", ".join(f"{format_units(name, value)} {name}" for name, value in shown.items()) or "no resources"
 
 
+@dataclass
+class JointFit:
+    """Per domain of one level: the group's mandatory pods that fit there together."""
+
+    pods: np.ndarray                     # all roles together
+    by_role: dict[str, np.ndarray]
+    room: np.ndarray | None              # whole segments (None: no required segment shape below)
+
+    def fits(self, need: int, shape: SegmentShape | None) -> np.ndarray:
+        ok = self.pods >= need
+        return ok if self.room is None else ok & (self.room >= shape.count)
+
+    def best(self, domains: np.ndarray, shape: SegmentShape | None) -> int:
+        """The domain among `domains` closest to holding the group: most pods, then most segments."""
+        score = self.pods if self.room is None else self.pods + np.minimum(self.room, shape.count)
+        return int(domains[int(np.argmax(score[domains]))])
+
+
+def joint_fit(layout: Layout, level: int, free: np.ndarray, requests: Mapping[str, np.ndarray],
+              allowed: Mapping[str, np.ndarray], needs: Mapping[str, int],
+              shape: SegmentShape | None = None, scope: tuple[int, int] = (ROOT, 0)) -> JointFit:
+    """How many of `needs` (role -> pods) fit together in each domain of `level`: roles one after the
+    other, the largest pods first, each taking nodes in order and leaving the rest to the next; the
+    role of a required segment shape last, counted in whole segments of its level. A lower bound on the
+    exact packing, exact for pods that take whole nodes. Only nodes inside the `scope` domain count."""
+    free = np.array(free, dtype=np.int64, copy=True)
+    owner = _owners(layout, level, scope)
+    size = layout.size(level)
+    segmented = shape.role if shape is not None and shape.hard and shape.level > level else None
+    by_role: dict[str, np.ndarray] = {}
+    room = None
+    for role in _largest_first(free, requests, [r for r in needs if r != segmented]):
+        fit = _fit(free, requests[role], allowed[role])
+        take = _take(fit, owner, needs[role])
+        free -= take[:, None] * requests[role][None, :]
+        by_role[role] = np.bincount(owner[owner >= 0], weights=take[owner >= 0], minlength=size).astype(np.int64)
+    if segmented is not None:
+        fit = _fit(free, requests[segmented], allowed[segmented])
+        member = owner >= 0
+        per = np.bincount(layout.node_domain[shape.level][member], weights=fit[member],
+                          minlength=layout.size(shape.level)).astype(np.int64) // shape.size
+        room = np.bincount(layout.ancestors(shape.level, level) if level != ROOT
+                           else np.zeros(per.size, dtype=np.int64), weights=per, minlength=size).astype(np.int64)
+        total = np.bincount(owner[member], weights=fit[member], minlength=size).astype(np.int64)
+        rest = needs[segmented] - shape.count * shape.size
+        by_role[segmented] = np.minimum(np.minimum(room, shape.count) * shape.size + rest,
+                                        np.minimum(total, needs[segmented]))
+    pods = sum(by_role.values(), np.zeros(size, dtype=np.int64))
+    return JointFit(pods, {role: by_role[role] for role in needs}, room)
+
+
+def _owners(layout: Layout, level: int, scope: tuple[int, int]) -> np.ndarray:
+    """Each node's domain of `level`; -1 outside the topology or the scope domain."""
+    owner = np.where(layout.member, layout.ancestors(layout.depth, level), -1)
+    if scope[0] == ROOT:
+        return owner
+    inside = np.full(layout.node_count, -1, dtype=np.int64)
+    nodes = layout.inside(scope[0], scope[1], layout.depth)
+    inside[nodes] = owner[nodes]
+    return inside
+
+
+def _largest_first(free: np.ndarray, requests: Mapping[str, np.ndarray], roles: list[str]) -> list[str]:
+    scale = np.maximum(free.max(axis=0, initial=0), 1)
+    return sorted(roles, key=lambda role: (-float((requests[role] / scale).max(initial=0)), role))
+
+
+def _fit(free: np.ndarray, request: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    columns = np.flatnonzero(request > 0)
+    if columns.size == 0:
+        fit = np.full(len(free), FIT_CAP, dtype=np.int64)
+    else:
+        fit = np.minimum((np.maximum(free[:, columns], 0) // request[columns]).min(axis=1), FIT_CAP)
+    return np.where(allowed, fit, 0)
+
+
+def _take(fit: np.ndarray, owner: np.ndarray, need: int) -> np.ndarray:
+    """Pods taken per node: each domain's nodes in order until `need` pods are placed in it."""
+    take = np.zeros_like(fit)
+    nodes = np.flatnonzero((owner >= 0) & (fit > 0))
+    if not nodes.size or need <= 0:
+        return take
+    nodes = nodes[np.argsort(owner[nodes], kind="stable")]
+    domain, counts = owner[nodes], fit[nodes]
+    total = np.cumsum(counts)
+    starts = np.flatnonzero(np.r_[True, domain[1:] != domain[:-1]])
+    before = total - counts - np.repeat(total[starts] - counts[starts], np.diff(np.r_[starts, nodes.size]))
+    take[nodes] = np.clip(need - before, 0, counts)
+    return take
+
+
 class Explainer:
     """Called by the placer each time a group fails in every candidate domain."""
 
-    def __init__(self, resources: ResourceIndex, occupied):
+    def __init__(self, resources: ResourceIndex, occupied, allocatable: np.ndarray | None = None):
         self.resources = resources
         self.occupied = occupied
+        self.allocatable = allocatable
 
     def __call__(self, placer, group: GroupInfo, scope_level: int, scope_domain: int, ceiling: int) -> str:
         text = self._explain(placer, group, scope_level, scope_domain, ceiling)
@@ -39,7 +133,12 @@ class Explainer:
     def _explain(self, placer, group: GroupInfo, scope_level: int, scope_domain: int, ceiling: int) -> str:
         state: State = placer.state
         layout = state.layout
-        level = ceiling
+        level, shape = ceiling, group.segments
+        needs = {role: need for role, need in group.need.items() if need}
+        if shape is not None and not shape.hard:
+            shape = None                    # a preferred level never refuses a gang
+        if shape is not None and shape.count == 1 and set(needs) == {shape.role} and shape.level > level:
+            level, shape = shape.level, None     # one segment holds every pod: its level is the group's
         pinned = pinned_domain(layout, group, level)
         if pinned == -1:
             owners = layout.node_ancestor(group.pinned, level)
@@ -49,43 +148,62 @@ class Explainer:
         domains = in_scope(layout, level, scope_level, scope_domain)
         if pinned is not None:
             domains = domains[domains == pinned]
-        if group.claim is not None and level >= group.claim and self.occupied is not None and domains.size \
+        if not domains.size:
+            return f"no {layout.level_name(level)} is available"
+        need = sum(needs.values())
+        never = self._never(state, group, level, domains, needs, shape, scope_level)
+        if never:
+            return never
+        allowed = {role: state.allowed[role] & ~state.blocked for role in needs}
+        joint = joint_fit(layout, level, state.free, state.request, allowed, needs, shape,
+                          (scope_level, scope_domain))
+        if group.claim is not None and level >= group.claim and self.occupied is not None \
                 and not group.pinned.size:
             free = ~self.occupied[group.claim][layout.ancestors(level, group.claim)[domains]]
             if not free.any():
                 return (f"it is exclusive, and every {layout.level_name(group.claim)} that could hold it "
                         f"runs pods of other gangs")
             domains = domains[free]
-        if not domains.size:
-            return f"no {layout.level_name(level)} is available"
-        needs = [(role, need) for role, need in group.need.items() if need]
-        room = segment_room(state, group, level, domains)
-        shape = group.segments
-        fits = {role: np.minimum(state.count(role, level, domains), need) for role, need in needs}
-        if room is not None and shape.role in fits:
-            fits[shape.role] = np.minimum(fits[shape.role], room * shape.size
-                                          + (group.need[shape.role] - shape.count * shape.size))
-        score = sum((fits[role] for role, _ in needs), np.zeros(len(domains), dtype=np.int64))
-        if room is not None:
-            score = score + np.minimum(room, shape.count)
-        best = int(np.argmax(score)) if len(domains) else 0
-        domain = int(domains[best])
-        place = "the cluster" if level == ROOT else f"{layout.level_name(level)} {layout.domain_value(level, domain)}"
-        several = len(needs) > 1
-        parts = [f"{int(fits[role][best])} of {need} {role + ' ' if several else ''}pods "
-                 f"({describe_request(self.resources, state.request[role])} each)" for role, need in needs]
-        text = f"{place} fits " + " and ".join(parts) if parts else f"{place} has nothing to place"
-        short = any(int(fits[role][best]) < need for role, need in needs)
-        if room is not None:
-            found = int(room[best])
-            places = layout.level_plural(shape.level) if shape.count != 1 else layout.level_name(shape.level)
-            text += (f"; segments of {shape.size} at {layout.level_name(shape.level)} need {shape.count} "
-                     f"{places} with room for {shape.size}, found {found}")
-            short = short or found < shape.count
-        if short:
+        best = joint.best(domains, shape)
+        text = self._describe(state, level, best, joint, needs, shape, "fits")
+        if not joint.fits(need, shape)[best]:
             return text
         where = "" if level == ROOT else f" in the {layout.level_plural(level)} tried"
         return f"{text}, but {self._inner_reason(placer, group, where)}"
+
+    def _never(self, state: State, group: GroupInfo, level: int, domains: np.ndarray, needs: dict[str, int],
+               shape: SegmentShape | None, scope_level: int) -> str | None:
+        """Said only where the whole cluster is in scope: no domain holds the group even when empty."""
+        if self.allocatable is None or scope_level != ROOT or not needs:
+            return None
+        joint = joint_fit(state.layout, level, self.allocatable, state.request, state.allowed, needs, shape)
+        if joint.fits(sum(needs.values()), shape)[domains].any():
+            return None
+        text = self._describe(state, level, joint.best(domains, shape), joint, needs, shape, "holds")
+        return f"can never fit in this cluster: even when empty, {text}"
+
+    def _describe(self, state: State, level: int, domain: int, joint: JointFit, needs: dict[str, int],
+                  shape: SegmentShape | None, verb: str) -> str:
+        layout = state.layout
+        place = "the cluster" if level == ROOT else f"{layout.level_name(level)} {layout.domain_value(level, domain)}"
+        need = sum(needs.values())
+        if not needs:
+            return f"{place} has nothing to place"
+        if len(needs) == 1:
+            (role,) = needs
+            text = f"{place} {verb} {int(joint.pods[domain])} of {need} pods ({self._each(state, role)})"
+        else:
+            roles = "; ".join(f"{role} {int(joint.by_role[role][domain])} of {n}, {self._each(state, role)}"
+                              for role, n in needs.items())
+            text = f"{place} {verb} {int(joint.pods[domain])} of {need} pods together ({roles})"
+        if joint.room is not None:
+            places = layout.level_plural(shape.level) if shape.count != 1 else layout.level_name(shape.level)
+            text += (f"; segments of {shape.size} at {layout.level_name(shape.level)} need {shape.count} "
+                     f"{places} with room for {shape.size}, found {int(joint.room[domain])}")
+        return text
+
+    def _each(self, state: State, role: str) -> str:
+        return f"{describe_request(self.resources, state.request[role])} each"
 
     @staticmethod
     def _inner_reason(placer, group: GroupInfo, where: str) -> str:

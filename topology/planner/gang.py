@@ -119,7 +119,7 @@ def _plan(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
     excluded_base = dict(inp.excluded)
     groups = sum(1 for _ in root.walk())
     placer = Placer(state, inp.occupied, spread, inp.max_candidates, _budget(inp, groups, len(table.slots)),
-                    Explainer(inp.resources, inp.occupied))
+                    Explainer(inp.resources, inp.occupied, inp.allocatable))
     _deep_enough(groups)
     scope_level, scope_domain = scope or (ROOT, 0)
     mandatory = root.need_total

@@ -58,7 +58,8 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
         free=cluster.capacity.snapshot() if free is None else np.array(free, dtype=np.int64, copy=True),
         resources=cluster.resources, node_names=list(cluster.node_names),
         requests=requests, usable=usable, bound=dict(bound or {}), strategy=strategy,
-        occupied=occupied_masks(topology, occupied_nodes), excluded=excluded, unplaceable=unplaceable)
+        occupied=occupied_masks(topology, occupied_nodes), excluded=excluded, unplaceable=unplaceable,
+        allocatable=cluster.capacity.allocatable)
 
 
 def plan_for(cluster: Cluster, tree: GroupTree, **kwargs) -> Plan:
