@@ -187,7 +187,8 @@ class Preemptor:
         except (ValueError, KeyError) as err:
             log.info("preemption impossible", extra=fields(gang=tree.key, reason=str(err)))
             return None
-        return select_victims(inp, running_gangs(state), protected=protected, avoid=avoid, occupied_count=others)
+        return select_victims(inp, running_gangs(state), protected=protected, avoid=avoid, occupied_count=others,
+                              refused=True)
 
     def _hold(self, plan: GangPlan, result: PreemptionPlan) -> None:
         """The refused plan becomes the preemptor's plan: every slot reserved on its node now, so the

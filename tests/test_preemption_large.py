@@ -88,3 +88,35 @@ def test_greedy_does_not_offer_again_a_gang_the_trim_spared():
         result = select_victims(inp, [d, x], budget=3)
     assert result.found, result.explanation
     assert result.gangs == ["batch/x"] and len(result.victims) == 2
+
+
+def counting_planner():
+    calls = []
+    real = select_module.evaluate_domain
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+    return calls, patch.object(select_module, "evaluate_domain", counted)
+
+
+def test_no_lower_priority_pod_where_the_gang_could_go_skips_the_search_at_once():
+    """Issue 14: a refused gang with nothing to evict must not pay for planner runs in every domain."""
+    topology, running = full_cluster(lambda block: 50)               # every pod outranks the gang
+    nodes = len(topology.node_names)
+    # the gang fits by capacity on the free half (segments it cannot keep), yet no pod can be a victim
+    inp = replace(gang_input(topology), free=free_matrix([8] * (nodes // 2) + [0] * (nodes // 2)))
+    calls, patched = counting_planner()
+    with patched:
+        result = select_victims(inp, running, refused=True)
+    assert not result.found and calls == []
+    assert "no running pod of a priority lower than 10" in result.explanation
+
+
+def test_the_search_is_bounded_in_time():
+    topology, running = full_cluster(lambda block: 1)
+    calls, patched = counting_planner()
+    with patched:
+        result = select_victims(gang_input(topology), running, seconds=0.0)
+    assert not result.found and calls == []
+    assert "time bound is spent" in result.explanation
