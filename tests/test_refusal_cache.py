@@ -87,3 +87,48 @@ def test_room_freed_on_a_node_the_gang_cannot_use_keeps_the_refusal():
     state.apply(POD_KIND, "DELETED", infra)
     refuse(client)
     assert plans_made(client) == first
+
+
+def test_the_victim_search_never_holds_the_lock_plain_pods_need():
+    """Against the API (a blocking writer) the search runs on a snapshot in a thread: the gang's filter
+    answers at once and plain pods are filtered while it runs; its choice is committed afterwards."""
+    import threading
+    from unittest.mock import patch
+
+    import app.preemption as preemption_module
+    from test_preemption_service import RecordingWriter, seed_client
+
+    client, writer = seed_client()
+    writer.blocking = True
+    release, real = threading.Event(), preemption_module.select_victims
+
+    def slow_search(*args, **kwargs):
+        release.wait(timeout=30)
+        return real(*args, **kwargs)
+
+    answers = {}
+
+    def call(name, pod):
+        answers[name] = filter_(client, pod)
+
+    with patch.object(preemption_module, "select_victims", slow_search):
+        gang = threading.Thread(target=call, args=("gang", job_pods(llm_job())[0]))
+        gang.start()
+        gang.join(timeout=5)
+        finished = not gang.is_alive()
+        plain = threading.Thread(target=call, args=("plain", plain_pod("web", cpu="1")))
+        plain.start()
+        plain.join(timeout=5)
+        plain_finished = not plain.is_alive()
+        release.set()
+        gang.join(timeout=30)
+        plain.join(timeout=30)
+        preemptor = client.app.state.service.gangs.preemptor
+        if getattr(preemptor, "searcher", None) is not None:
+            preemptor.searcher.join(timeout=30)
+    assert finished and plain_finished
+    assert answers["plain"]["NodeNames"]
+    assert "looking for lower-priority pods" in next(iter(answers["gang"]["FailedNodes"].values()))
+    preemptor.sender.join(timeout=30)
+    assert sorted(f"{ns}/{name}" for ns, name, _ in writer.evictions) == [f"research/job-b-{i}" for i in range(4)]
+    assert "waiting for 4 victims" in next(iter(filter_(client, job_pods(llm_job())[1])["FailedNodes"].values()))
