@@ -55,6 +55,7 @@ class GangPlan:
     created: float = 0.0
     expires: float | None = None               # reservations are dropped after this time
     refused_generation: int = -1               # cluster generation the refusal was computed at
+    refusal: object | None = None              # app.extender.refusal_cache.RefusalKey: when to plan again
     notes: list[str] = field(default_factory=list)   # re-plans and node troubles, newest last
     preemption: dict | None = None             # set by app.preemption: victims, domain, status
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import numpy as np
 from prometheus_client import Counter
 
 from grouper import owner_of
@@ -26,7 +27,9 @@ from topology.cluster import pod_key
 from topology.groups import GroupTree
 from topology.preemption import PreemptionPlan, RunningGang, RunningPod, select_victims
 
+from .extender.planning import _opted_in as planning_opted_in
 from .extender.planning import exclusive_occupancy, plan_input
+from .extender.refusal_cache import RefusalKey
 from .logs import fields, get_logger
 from .plans import GANG_REFUSED, PLANNED, GangPlan
 from .ports import EvictionRefused
@@ -36,6 +39,8 @@ log = get_logger(__name__)
 
 MAX_PICKS = 3                     # choices per filter call when evictions are refused
 EVICTING, WAITING, DONE, DRY_RUN, NOT_FOUND = "evicting", "waiting", "done", "dry-run", "not-found"
+SEARCHING = "searching"           # the victim search runs in a thread (off the lock)
+RESEARCH_SECONDS = 10.0           # a fruitless search is repeated at most this often, when new victims appear
 HOLDING = (EVICTING, WAITING)     # the plan holds capacity its victims still use
 
 
@@ -109,6 +114,8 @@ class Preemptor:
         self.excluded: dict[str, tuple[set[str], set[str]]] = {}   # gang -> (protected gangs, avoided domains)
         self._flush_lock = threading.Lock()
         self.sender: threading.Thread | None = None          # the last eviction thread (blocking writers)
+        self.searcher: threading.Thread | None = None        # the last victim search thread (blocking writers)
+        self.searched: dict[str, tuple] = {}                 # gang -> (changes mark, time) of its last search
         self.counter = Counter("tas_extender_preemptions", "Gang preemption decisions, by outcome", ["outcome"],
                                registry=state.metrics.registry)
 
@@ -132,11 +139,13 @@ class Preemptor:
             return None
         if plan.status != GANG_REFUSED or mode == "off":
             return None
-        if plan.preemption is None:                                   # once per refused plan
+        if plan.preemption is None or self._new_victims(plan):       # once per refused plan, or new victims
             self._decide(plan, pod, mode)
         if plan.key in self.active:
             active = self.active[plan.key]
             return self.gangs._refuse_all(candidates, self._waiting(plan, active, len(active.victims)))
+        if plan.preemption and plan.preemption.get("status") == SEARCHING:
+            return self.gangs._refuse_all(candidates, f"{plan.reason}; looking for lower-priority pods to preempt")
         if plan.preemption and plan.preemption.get("status") == DRY_RUN:
             return self.gangs._refuse_all(candidates, f"{plan.reason}; dry-run preemption: would evict "
                                                       f"{len(plan.preemption['victims'])} pods in "
@@ -144,9 +153,83 @@ class Preemptor:
         return None
 
     def _decide(self, plan: GangPlan, pod: Mapping, mode: str) -> None:
-        state = self.state
+        """Choose victims for a refused plan. With a blocking writer (the API) the search runs in a
+        thread on a snapshot taken now, without the state lock, and is committed under it if the cluster
+        still allows it; in-memory (standalone, tests) it runs here."""
         protected, avoided = self.excluded.get(plan.key, (set(), set()))
-        result = self.choose(plan.tree, protected=protected, avoid=avoided)
+        snapshot = self._snapshot(plan.tree)
+        self.searched[plan.key] = (self.state.changes.mark(), self.state.clock())
+        if snapshot is None:
+            plan.preemption = {"status": NOT_FOUND, "explanation": "the gang cannot be planned"}
+            return
+        if not getattr(self.state.writer, "blocking", True):
+            self._commit(plan, pod, mode, self._search(snapshot, protected, avoided))
+            return
+        plan.preemption = {"status": SEARCHING, "explanation": "looking for victims"}
+        self.searcher = threading.Thread(target=self._search_and_commit, name="preemption-search", daemon=True,
+                                         args=(plan, dict(pod), mode, snapshot, protected, avoided))
+        self.searcher.start()
+
+    def _search_and_commit(self, plan: GangPlan, pod: Mapping, mode: str, snapshot, protected, avoided) -> None:
+        result = self._search(snapshot, protected, avoided)             # no lock held
+        with self.state.lock:
+            if self.state.plans.get(plan.key) is not plan or plan.status != GANG_REFUSED:
+                return                                                  # planned or dropped meanwhile
+            if result.found and result.victims and not self._still_holds(snapshot[0], result):
+                plan.preemption = None                                  # the cluster moved: search again
+                return
+            self._commit(plan, pod, mode, result)
+        self.flush()
+
+    def _new_victims(self, plan: GangPlan) -> bool:
+        """A fruitless search may be repeated: pods of a lower priority started on nodes the gang could
+        use since it ran (at most every RESEARCH_SECONDS)."""
+        searched = self.searched.get(plan.key)
+        if (plan.preemption or {}).get("status") != NOT_FOUND or searched is None:
+            return False
+        mark, when = searched
+        if self.state.clock() - when < RESEARCH_SECONDS or not isinstance(plan.refusal, RefusalKey):
+            return False
+        return self.state.changes.victims_since(mark, plan.refusal.nodes, plan.tree.priority)
+
+    def _snapshot(self, tree: GroupTree):
+        """What the search reads, copied under the lock: (planner input, running gangs, occupancy)."""
+        state = self.state
+        bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
+        # exclusive groups: the same occupancy as the normal path; select_victims subtracts each choice's victims
+        others = exclusive_occupancy(state, tree)
+        try:
+            inp = plan_input(state, tree, bound=bound, others=others)
+        except (ValueError, KeyError) as err:
+            log.info("preemption impossible", extra=fields(gang=tree.key, reason=str(err)))
+            return None
+        return replace(inp, free=np.array(inp.free, copy=True)), running_gangs(state), others
+
+    @staticmethod
+    def _search(snapshot, protected, avoided) -> PreemptionPlan:
+        inp, running, others = snapshot
+        return select_victims(inp, running, protected=protected, avoid=avoided, occupied_count=others, refused=True)
+
+    def _still_holds(self, inp, result: PreemptionPlan) -> bool:
+        """The cluster was not rebuilt, the chosen victims still run where they ran, and with them gone
+        the plan still fits (other pods may have started meanwhile)."""
+        cluster = self.state.cluster
+        if list(cluster.node_names) != list(inp.node_names):
+            return False
+        free = cluster.free.copy()
+        for victim in result.victims:
+            usage = cluster.pods.get(victim.pod)
+            if usage is None or usage.node != victim.node:
+                return False
+            free[usage.node] += usage.request
+        need = np.zeros_like(free)
+        for slot, node in result.plan.slots.items():
+            if slot not in inp.bound:
+                need[node] += inp.requests[slot.role]
+        return bool((free >= need).all())
+
+    def _commit(self, plan: GangPlan, pod: Mapping, mode: str, result: PreemptionPlan) -> None:
+        state = self.state
         if result is None:
             plan.preemption = {"status": NOT_FOUND, "explanation": "the gang cannot be planned"}
             return
@@ -174,19 +257,6 @@ class Preemptor:
         self.counter.labels("chosen").inc()
         log.info("preempting", extra=fields(gang=plan.key, pod=pod_key(pod), domain=result.domain,
                                            victims=[v.key for v in preemption.victims]))
-
-    def choose(self, tree: GroupTree, *, protected=(), avoid=()) -> PreemptionPlan | None:
-        """The cheapest preemption for a gang on the current cluster (None when it cannot be planned)."""
-        state = self.state
-        bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
-        # exclusive groups: the same occupancy as the normal path; select_victims subtracts each choice's victims
-        others = exclusive_occupancy(state, tree)
-        try:
-            inp = plan_input(state, tree, bound=bound, others=others)
-        except (ValueError, KeyError) as err:
-            log.info("preemption impossible", extra=fields(gang=tree.key, reason=str(err)))
-            return None
-        return select_victims(inp, running_gangs(state), protected=protected, avoid=avoid, occupied_count=others)
 
     def _hold(self, plan: GangPlan, result: PreemptionPlan) -> None:
         """The refused plan becomes the preemptor's plan: every slot reserved on its node now, so the
@@ -352,10 +422,18 @@ def _value(domain: str | None) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+PLAIN_CONTROLLERS = {"ReplicaSet", "Deployment", "StatefulSet", "ReplicationController"}
+NEVER_VICTIMS = {"DaemonSet", "Node"}           # they come back on the same node: evicting them frees nothing
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
 def running_gangs(state: ServiceState) -> list[RunningGang]:
     """Every bound, running pod grouped into what an eviction would break: the gang we bound it for (its
-    placement annotation), else its workload (owner), else the pod alone. A gang's priority is its
-    highest pod priority; a gang we planned may lose its elastic pods, any other only whole."""
+    placement annotation), else its gang workload (a Job, a training job, an LWS group, a PodGroup, a
+    pod that opts in with gang annotations), else the pod alone: pods of no gang (ReplicaSet,
+    Deployment, StatefulSet pods without gang settings, bare pods) are victims one by one. DaemonSet and
+    static (mirror) pods are never victims. A gang's priority is its highest pod priority; a gang we
+    planned may lose its elastic pods, any other only whole."""
     cluster = state.cluster
     members: dict[str, dict[str, RunningPod]] = {}
     priorities: dict[str, int] = {}
@@ -363,14 +441,12 @@ def running_gangs(state: ServiceState) -> list[RunningGang]:
     for key, usage in cluster.pods.items():
         namespace, name = key.split("/", 1)
         pod = state.objects.get("Pod", namespace, name) or {}
-        metadata = pod.get("metadata") or {}
-        annotations = metadata.get("annotations") or {}
-        gang = annotations.get(GANG_ANNOTATION)
-        if gang:
+        gang = victim_group(pod, key)
+        if gang is None:
+            continue
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        if annotations.get(GANG_ANNOTATION):
             slot_of[key] = (gang, annotations.get(SLOT_ANNOTATION, ""))
-        else:
-            owner = owner_of(pod) if pod else None
-            gang = owner.key if owner is not None else key
         members.setdefault(gang, {})[key] = RunningPod(usage.node, usage.request)
         priority = (pod.get("spec") or {}).get("priority")
         priorities[gang] = max(priorities.get(gang, -(1 << 31)), priority if isinstance(priority, int) else 0)
@@ -379,6 +455,24 @@ def running_gangs(state: ServiceState) -> list[RunningGang]:
         elastic = _elastic_pods(state, gang, pods, slot_of)
         gangs.append(RunningGang(gang, priorities[gang], pods, elastic=elastic))
     return gangs
+
+
+def victim_group(pod: Mapping, key: str) -> str | None:
+    """What evicting this pod breaks: its gang's key, the pod's own key (a pod of no gang), or None
+    (a DaemonSet or static pod: never a victim)."""
+    metadata = pod.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    if annotations.get(GANG_ANNOTATION):
+        return annotations[GANG_ANNOTATION]
+    if MIRROR_ANNOTATION in annotations:
+        return None
+    controller = next((ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")), None)
+    if controller is not None and controller.get("kind") in NEVER_VICTIMS:
+        return None
+    owner = owner_of(pod) if pod else None
+    if owner is None or (owner.kind in PLAIN_CONTROLLERS and not planning_opted_in(pod)):
+        return key
+    return owner.key
 
 
 def _elastic_pods(state: ServiceState, gang: str, pods: Mapping[str, RunningPod],

@@ -24,6 +24,7 @@ from topology.nodes import NodeInfo, PodPlacementRules
 from topology.objects import api_group
 from topology.resources import pod_requests
 
+from .changes import NodeChanges
 from .logs import fields, get_logger
 from .metrics import Metrics
 from .objects import ObjectCache
@@ -78,6 +79,7 @@ class ServiceState:
         self._role_requests: dict[int, tuple] = {}     # id(pod spec) -> (spec, resource index, request row)
         self.generation = 0                      # bumped on every change that may change a plan's outcome
         self.rebuilds = 0                        # bumped whenever `cluster` is replaced (nodes, topologies)
+        self.changes = NodeChanges()             # per node: when room was freed / pods started (refusal cache)
         self.synced_once = False
         self.bound: dict[str, dict[Slot, tuple[str, str]]] = {}   # gang -> slot -> (pod key, node)
         self._bound_pod: dict[str, tuple[str, Slot]] = {}         # pod key -> (gang, slot)
@@ -166,6 +168,7 @@ class ServiceState:
         for pod in self.objects.list("Pod"):
             cluster.add_pod(pod)
         self.cluster = cluster
+        self.changes.reset(len(cluster.nodes))
         self._dirty = False
         self.generation += 1
         self.rebuilds += 1
@@ -196,6 +199,7 @@ class ServiceState:
         old = self.cluster.nodes[self.cluster.node_index[name]]
         if not self.cluster.update_node_status(info):
             self._rebuild()
+        self.changes.note_freed(self.cluster.node_index.get(name))     # ready / uncordoned / untainted
         self.generation += 1
         if _usable_plainly(old) and not _usable_plainly(info) or old.taints != info.taints:
             self._notify_nodes({name})
@@ -215,7 +219,10 @@ class ServiceState:
 
     def _on_pod(self, event: EventType, pod: Mapping) -> None:
         key = pod_key(pod)
+        before = self.cluster.pods.get(key)
         if event == "DELETED" or not is_bound_and_running(pod):
+            if before is not None:
+                self.changes.note_freed(before.node)
             self.cluster.remove_pod(key)
             if event != "DELETED" and (pod.get("status") or {}).get("phase") == "Succeeded":
                 self._finish_bound(key)
@@ -226,7 +233,18 @@ class ServiceState:
         self._note_bound(pod)
         if not self._dirty:
             self.cluster.add_pod(pod)
+            self._note_started(key, before)
         self.generation += 1
+
+    def _note_started(self, key: str, before) -> None:
+        now = self.cluster.pods.get(key)
+        if now is None or (before is not None and before.node == now.node):
+            return                              # an update of a pod already running there
+        if before is not None:
+            self.changes.note_freed(before.node)
+        namespace, name = key.split("/", 1)
+        priority = ((self.objects.get("Pod", namespace, name) or {}).get("spec") or {}).get("priority")
+        self.changes.note_added(now.node, priority if isinstance(priority, int) else 0)
 
     def _index_podgroup(self, event: EventType, pod: Mapping) -> None:
         metadata = pod.get("metadata") or {}
@@ -412,6 +430,8 @@ class ServiceState:
 
     def release_slot(self, plan: GangPlan, state) -> None:
         if state.reserved:
+            held = self.cluster.reservations.get(reservation_key(plan.key, state.slot))
+            self.changes.note_freed(held.node if held is not None else None)
             self.cluster.release(reservation_key(plan.key, state.slot))
             state.reserved = False
 

@@ -44,7 +44,7 @@ def cheapest(inp: PlanInput, running: list[RunningGang], priority: int) -> tuple
     for losses in itertools.product(*(allowed_losses(g) for g in gangs)):
         chosen = [(g, pods, whole) for g, (pods, whole) in zip(gangs, losses) if pods]
         cost = (max((g.priority for g, _, _ in chosen), default=NO_VICTIM),
-                sum(1 for _, _, whole in chosen if whole), sum(len(pods) for _, pods, _ in chosen))
+                sum(1 for g, _, whole in chosen if whole and len(g.pods) > 1), sum(len(pods) for _, pods, _ in chosen))
         if best is not None and cost >= best:
             continue
         if brute_force(replace(inp, free=freed(inp, gangs, losses))) is not None:

@@ -45,7 +45,7 @@ def test_greedy_frees_two_whole_racks_in_the_cheaper_block():
     result = select_victims(inp, running)
     assert result.found, result.explanation
     assert result.level == "block" and result.domain.endswith("b1")
-    assert len(result.victims) == 8 and result.cost.victims == (1, 8, 8)
+    assert len(result.victims) == 8 and result.cost.victims == (1, 0, 8)     # single pods break no gang
     racks = {int(topology.node_domain[1][v.node]) for v in result.victims}
     assert len(racks) == 2                             # two whole racks, one per segment
     assert check_plan(replace(inp, free=result.free), result.plan) == []
@@ -65,7 +65,9 @@ def test_spare_pods_of_a_large_elastic_gang_are_taken_before_whole_gangs():
     topology, running = full_cluster(lambda block: 0)
     pods = {key: pod for gang in running[16:] for key, pod in gang.pods.items()}
     elastic = RunningGang("batch/elastic", 0, pods, min_member=4)       # block 1: one gang of 16, 12 spare
-    result = select_victims(gang_input(topology), running[:16] + [elastic])
+    # block 0: two-pod gangs (a single pod breaks no gang, so it would cost as little as a spare pod)
+    pairs = [RunningGang(f"batch/pair{i}", 0, {**running[2 * i].pods, **running[2 * i + 1].pods}) for i in range(8)]
+    result = select_victims(gang_input(topology), pairs + [elastic])
     assert result.found
     assert result.broken_gangs == [] and result.gangs == ["batch/elastic"]
     assert len(result.victims) == 8
@@ -86,3 +88,35 @@ def test_greedy_does_not_offer_again_a_gang_the_trim_spared():
         result = select_victims(inp, [d, x], budget=3)
     assert result.found, result.explanation
     assert result.gangs == ["batch/x"] and len(result.victims) == 2
+
+
+def counting_planner():
+    calls = []
+    real = select_module.evaluate_domain
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+    return calls, patch.object(select_module, "evaluate_domain", counted)
+
+
+def test_no_lower_priority_pod_where_the_gang_could_go_skips_the_search_at_once():
+    """Issue 14: a refused gang with nothing to evict must not pay for planner runs in every domain."""
+    topology, running = full_cluster(lambda block: 50)               # every pod outranks the gang
+    nodes = len(topology.node_names)
+    # the gang fits by capacity on the free half (segments it cannot keep), yet no pod can be a victim
+    inp = replace(gang_input(topology), free=free_matrix([8] * (nodes // 2) + [0] * (nodes // 2)))
+    calls, patched = counting_planner()
+    with patched:
+        result = select_victims(inp, running, refused=True)
+    assert not result.found and calls == []
+    assert "no running pod of a priority lower than 10" in result.explanation
+
+
+def test_the_search_is_bounded_in_time():
+    topology, running = full_cluster(lambda block: 1)
+    calls, patched = counting_planner()
+    with patched:
+        result = select_victims(gang_input(topology), running, seconds=0.0)
+    assert not result.found and calls == []
+    assert "time bound is spent" in result.explanation

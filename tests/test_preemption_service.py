@@ -250,20 +250,27 @@ def test_the_hold_survives_a_cluster_rebuild_while_victims_terminate():
     assert filter_(client, pods[1])["NodeNames"] == [before["job-1"]]
 
 
-def test_against_a_blocking_writer_evictions_go_out_from_a_thread():
+def test_against_a_blocking_writer_the_search_and_evictions_run_in_threads():
     client, writer = seed_client(refuse={"research/job-b-0"})
     writer.blocking = True                                       # as the API writer: off the event loop
     pods = job_pods(llm_job())
-    answer = filter_(client, pods[0])
-    assert "preempted gang research/job-b" in next(iter(answer["FailedNodes"].values()))
     preemptor = client.app.state.service.gangs.preemptor
-    preemptor.sender.join(timeout=60)
+
+    def settle():
+        preemptor.searcher.join(timeout=60)
+        if preemptor.sender is not None:
+            preemptor.sender.join(timeout=60)
+
+    answer = filter_(client, pods[0])                            # answered at once; the search runs off the lock
+    assert "looking for lower-priority pods to preempt" in next(iter(answer["FailedNodes"].values()))
+    settle()
     assert sorted(name for _, name, _ in writer.evictions) == ["job-b-1", "job-b-2", "job-b-3"]
     # the refusal dropped the hold: the next call chooses again, without job-b
-    answer = filter_(client, pods[0])
-    preemptor.sender.join(timeout=60)
-    assert "preempted gang research/job-a" in next(iter(answer["FailedNodes"].values()))
+    filter_(client, pods[0])
+    settle()
     assert sorted(name for _, name, _ in writer.evictions)[:4] == [f"job-a-{i}" for i in range(4)]
+    answer = filter_(client, pods[0])
+    assert "preempted gang research/job-a" in next(iter(answer["FailedNodes"].values()))
 
 
 # --- exclusive gangs (LeaderWorkerSet exclusive-topology) -----------------------------------------------

@@ -28,9 +28,10 @@ from topology.resources import BASE_RESOURCES, pod_requests
 from ..logs import fields, get_logger
 from ..plans import BOUND, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
 from ..state import ServiceState
-from . import planning
+from . import planning, yielding
 from .binding import Binder
 from .preemption import keep_helpful_victims
+from .refusal_cache import refusal_key, still_refused
 from .scores import NEUTRAL_SCORE, Scorer
 
 log = get_logger(__name__)
@@ -145,7 +146,7 @@ class GangScheduler:
     def _plan_of(self, ident, pod: Mapping, candidates: Sequence[str]) -> GangPlan:
         state = self.state
         plan = state.plans.get(ident.gang)
-        if plan is not None and plan.status == GANG_REFUSED and plan.refused_generation != state.generation:
+        if plan is not None and plan.status == GANG_REFUSED and not still_refused(state, plan, ident.tree):
             state.plans.pop(plan.key)
             plan = None
         if plan is not None and plan.status != GANG_REFUSED and plan.tree.slots() != ident.tree.slots():
@@ -163,13 +164,20 @@ class GangScheduler:
         bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
         started = time.perf_counter()
         result = planning.plan(state, tree, bound=bound, candidates=candidates)
+        waiting = ""
+        if not result.placed and yielding.take_reserved(state, tree, bound, candidates):
+            result = planning.plan(state, tree, bound=bound, candidates=candidates)
+        if not result.placed:
+            waiting = yielding.waiting_for(state, tree, bound, candidates)
         state.metrics.planning.labels("gang").observe(time.perf_counter() - started)
         now = state.clock()
         plan = GangPlan(tree.key, tree, GANG_REFUSED, topology=tree.topology, summary=gang_summary(tree),
                         created=now, expires=now + state.settings.reservation_ttl)
         if not result.placed:
-            plan.reason = self._gang_message(plan, result.reason or "does not fit")
+            plan.reason = self._gang_message(plan, f"waiting for capacity {waiting}" if waiting
+                                             else result.reason or "does not fit")
             plan.refused_generation = state.generation
+            plan.refusal = refusal_key(state, tree)
             plan.expires = None
             state.plans.put(plan)
             state.metrics.refusals.inc()

@@ -1,7 +1,7 @@
 """The cost of a preemption choice, compared in order (lower is better):
 
 1. the highest priority among the victims: no victim of a higher priority than necessary;
-2. whole gangs broken: spare (elastic) pods of other gangs go first, then whole gangs;
+2. whole gangs broken: pods of no gang and spare (elastic) pods of other gangs go first, then whole gangs;
 3. pods evicted;
 4. the planner's usual placement rank of the preemptor's plan in that domain.
 """
@@ -38,5 +38,6 @@ def cost_of(choices: Iterable[Choice], rank: tuple = ()) -> Cost:
     chosen = [c for c in choices if not c.empty]
     if not chosen:
         return Cost(NO_VICTIM, 0, 0, rank)
-    return Cost(max(c.gang.priority for c in chosen), sum(1 for c in chosen if c.whole),
+    # a pod of no gang (a gang of one) breaks nothing: only gangs of several pods count as broken
+    return Cost(max(c.gang.priority for c in chosen), sum(1 for c in chosen if c.whole and len(c.gang.pods) > 1),
                 sum(len(c.pods) for c in chosen), rank)

@@ -15,6 +15,7 @@ with the occupancy its victims leave behind, so an exclusive domain is one empti
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -31,6 +32,7 @@ from .domains import ROOT, Demand, Domains
 EXACT_LIMIT = 4096          # choices per domain searched exhaustively; above, the greedy search
 MAX_DOMAINS = 16            # domains evaluated per level (the most promising by capacity)
 BUDGET = 400                # planner calls per selection
+SECONDS = 2.0               # time bound per selection (kube-scheduler's extender timeout is 5 s)
 
 
 @dataclass
@@ -85,22 +87,29 @@ class PreemptionPlan:
 
 def select_victims(inp: PlanInput, running: Iterable[RunningGang], *, priority: int | None = None,
                    policy: str | None = None, protected: Iterable[str] = (), avoid: Iterable[str] = (),
-                   budget: int = BUDGET, occupied_count: np.ndarray | None = None) -> PreemptionPlan:
+                   budget: int = BUDGET, occupied_count: np.ndarray | None = None,
+                   seconds: float | None = SECONDS, refused: bool = False) -> PreemptionPlan:
     """The cheapest preemption that lets the gang of `inp` fit (see the module docstring). `priority` and
     `policy` default to the gang's own; `protected` gangs are never victims; `avoid` lists domain ids
     not to choose (an eviction there was refused). `occupied_count`: per node, the pods (and
     reservations) of everything but this gang; for a gang with exclusive groups it replaces
-    `inp.occupied`, minus the victims of each choice (None: `inp.occupied` as given, victims or not)."""
+    `inp.occupied`, minus the victims of each choice (None: `inp.occupied` as given, victims or not).
+    `seconds` bounds the search in time like `budget` bounds its planner calls (None: no bound); the
+    search is skipped at once where no candidate victim runs on a node the gang could use and the caller
+    knows the gang does not fit as things are (`refused`: the planner refused it)."""
     tree = inp.tree
     priority = tree.priority if priority is None else priority
     policy = tree.preemption_policy if policy is None else policy
     if policy == "Never":
         return PreemptionPlan(False, explanation=f"gang {tree.key} has preemptionPolicy Never: it never preempts")
     try:
-        search = _Search(inp, budget, occupied_count)
+        search = _Search(inp, budget, occupied_count, seconds)
     except (PlanError, LevelError, ValueError) as err:
         return PreemptionPlan(False, explanation=str(err))
     gangs = candidate_gangs(running, priority, own=tree.key, protected=protected)
+    if refused and not search.could_help(gangs):
+        return PreemptionPlan(False, explanation=f"no running pod of a priority lower than {priority} on a node "
+                                                 f"the gang could use: no preemption can help")
     result = search.run(gangs, set(avoid))
     if not result.found and not gangs:
         result.explanation = f"no running pod has a priority lower than {priority}"
@@ -108,7 +117,8 @@ def select_victims(inp: PlanInput, running: Iterable[RunningGang], *, priority: 
 
 
 class _Search:
-    def __init__(self, inp: PlanInput, budget: int, occupied_count: np.ndarray | None = None):
+    def __init__(self, inp: PlanInput, budget: int, occupied_count: np.ndarray | None = None,
+                 seconds: float | None = None):
         self.inp = inp
         self.layout = Domains(inp.topology, len(inp.node_names))
         self.root = Demand.of(inp.tree, self.layout, inp.bound)
@@ -124,6 +134,7 @@ class _Search:
                 raise PlanError(f"gang {inp.tree.key}: role {role!r} has no request; known roles: "
                                 f"{', '.join(sorted(inp.requests)) or 'none'}")
         self.budget = budget
+        self.deadline = None if seconds is None else time.monotonic() + seconds
         nodes = len(inp.node_names)
         self.usable = {role: (np.zeros(nodes, dtype=bool) if role in inp.unplaceable
                               else np.asarray(inp.usable.get(role, np.ones(nodes, dtype=bool)), dtype=bool))
@@ -131,12 +142,23 @@ class _Search:
         self.outcomes: list[DomainOutcome] = []
 
     # --- the whole search ----------------------------------------------------------------------------
+    def could_help(self, gangs: list[RunningGang]) -> bool:
+        """Some candidate victim runs where evicting it could matter: on a node the gang could use, or,
+        for an exclusive gang (whose domain must be emptied), anywhere in the topology."""
+        where = self.layout.member if self.others is not None else np.logical_or.reduce(
+            list(self.usable.values()) or [np.zeros(len(self.inp.node_names), dtype=bool)])
+        nodes = np.fromiter((pod.node for gang in gangs for pod in gang.pods.values()), dtype=np.int64)
+        return bool(nodes.size and where[nodes].any())
+
+    def spent(self) -> bool:
+        return self.budget <= 0 or (self.deadline is not None and time.monotonic() > self.deadline)
+
     def run(self, gangs: list[RunningGang], avoid: set[str]) -> PreemptionPlan:
         best: tuple[Cost, int, int, list[Choice], Plan] | None = None
         for position, level in enumerate(self.ladder()):
             for domain, in_domain, here in self.screened(level, gangs, avoid):
-                if self.budget <= 0:
-                    self.note(level, domain, "not evaluated: the evaluation budget is spent")
+                if self.spent():
+                    self.note(level, domain, "not evaluated: the evaluation budget or time bound is spent")
                     continue
                 # a coarser level must do strictly better on victims; the same level may win on placement
                 bound = None if best is None else (best[0].victims, best[1] == position)
@@ -256,7 +278,7 @@ class _Search:
 
     def evaluate(self, level: int, domain: int, in_domain: np.ndarray, choices: Sequence[Choice]) -> Plan | None:
         free = freed(self.inp.free, choices)
-        if self.shortfall(free, in_domain) or self.budget <= 0:
+        if self.shortfall(free, in_domain) or self.spent():
             return None
         self.budget -= 1
         plan = evaluate_domain(self.with_victims_gone(choices), level, domain, free)

@@ -1,0 +1,134 @@
+"""Issue 14 item 1: a refused gang keeps its cached refusal until something that could change it
+changes (room freed on a node it could use, the cluster rebuilt, its own pods), not on every pod event."""
+from __future__ import annotations
+
+import copy
+
+from fastapi.testclient import TestClient
+
+from app.server import create_app
+from app.settings import Settings
+from app.state import NODE_KIND, POD_KIND
+
+from service_helpers import Clock, bind, filter_, job_pods, plain_pod
+from test_preemption_service import fabric_nodes, job, llm_job, running
+
+
+def refused_client(**settings) -> TestClient:
+    job_a = job("job-a", "research", 4, priority=2000)
+    job_b = job("job-b", "research", 4, priority=2000)
+    objects = fabric_nodes() + [job_a, job_b, llm_job()] + running(job_a, 0) + running(job_b, 4)
+    app = create_app(Settings(**settings), objects=copy.deepcopy(objects), clock=Clock())
+    return TestClient(app)
+
+
+def plans_made(client: TestClient) -> float:
+    registry = client.app.state.service.metrics.registry
+    return registry.get_sample_value("tas_extender_planning_seconds_count", {"kind": "gang"}) or 0
+
+
+def refuse(client: TestClient) -> str:
+    answer = filter_(client, job_pods(llm_job())[0])
+    assert answer["NodeNames"] == []
+    return next(iter(answer["FailedNodes"].values()))
+
+
+def test_pod_events_that_free_nothing_keep_the_refusal():
+    client = refused_client()
+    refuse(client)
+    first = plans_made(client)
+    for i in range(3):                            # plain pods start (and bind) on the free nodes
+        pod = plain_pod(f"web-{i}", cpu="1")
+        assert "node-08" in filter_(client, pod)["NodeNames"]
+        assert bind(client, pod, "node-08") == ""
+        refuse(client)
+    state = client.app.state.service
+    other = plain_pod("elsewhere")
+    other["spec"]["nodeName"], other["status"] = "node-09", {"phase": "Running"}
+    state.apply(POD_KIND, "ADDED", other)
+    refuse(client)
+    assert plans_made(client) == first
+
+
+def test_room_freed_on_a_usable_node_plans_again():
+    client = refused_client()
+    refuse(client)
+    first = plans_made(client)
+    state = client.app.state.service
+    state.apply(POD_KIND, "DELETED", state.find_pod("research", "job-b-0"))
+    refuse(client)
+    assert plans_made(client) == first + 1
+
+
+def test_a_new_node_plans_again():
+    client = refused_client()
+    refuse(client)
+    first = plans_made(client)
+    state = client.app.state.service
+    extra = copy.deepcopy(fabric_nodes()[11])
+    extra["metadata"]["name"] = extra["metadata"]["labels"]["kubernetes.io/hostname"] = "node-12"
+    state.apply(NODE_KIND, "ADDED", extra)
+    refuse(client)
+    assert plans_made(client) == first + 1
+
+
+def test_room_freed_on_a_node_the_gang_cannot_use_keeps_the_refusal():
+    client = refused_client()
+    state = client.app.state.service
+    tainted = copy.deepcopy(fabric_nodes()[0])
+    tainted["metadata"]["name"] = tainted["metadata"]["labels"]["kubernetes.io/hostname"] = "node-99"
+    tainted["spec"]["taints"] = [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]
+    state.apply(NODE_KIND, "ADDED", tainted)
+    infra = plain_pod("infra")
+    infra["spec"]["nodeName"], infra["status"] = "node-99", {"phase": "Running"}
+    state.apply(POD_KIND, "ADDED", infra)
+    refuse(client)
+    first = plans_made(client)
+    state.apply(POD_KIND, "DELETED", infra)
+    refuse(client)
+    assert plans_made(client) == first
+
+
+def test_the_victim_search_never_holds_the_lock_plain_pods_need():
+    """Against the API (a blocking writer) the search runs on a snapshot in a thread: the gang's filter
+    answers at once and plain pods are filtered while it runs; its choice is committed afterwards."""
+    import threading
+    from unittest.mock import patch
+
+    import app.preemption as preemption_module
+    from test_preemption_service import RecordingWriter, seed_client
+
+    client, writer = seed_client()
+    writer.blocking = True
+    release, real = threading.Event(), preemption_module.select_victims
+
+    def slow_search(*args, **kwargs):
+        release.wait(timeout=30)
+        return real(*args, **kwargs)
+
+    answers = {}
+
+    def call(name, pod):
+        answers[name] = filter_(client, pod)
+
+    with patch.object(preemption_module, "select_victims", slow_search):
+        gang = threading.Thread(target=call, args=("gang", job_pods(llm_job())[0]))
+        gang.start()
+        gang.join(timeout=5)
+        finished = not gang.is_alive()
+        plain = threading.Thread(target=call, args=("plain", plain_pod("web", cpu="1")))
+        plain.start()
+        plain.join(timeout=5)
+        plain_finished = not plain.is_alive()
+        release.set()
+        gang.join(timeout=30)
+        plain.join(timeout=30)
+        preemptor = client.app.state.service.gangs.preemptor
+        if getattr(preemptor, "searcher", None) is not None:
+            preemptor.searcher.join(timeout=30)
+    assert finished and plain_finished
+    assert answers["plain"]["NodeNames"]
+    assert "looking for lower-priority pods" in next(iter(answers["gang"]["FailedNodes"].values()))
+    preemptor.sender.join(timeout=30)
+    assert sorted(f"{ns}/{name}" for ns, name, _ in writer.evictions) == [f"research/job-b-{i}" for i in range(4)]
+    assert "waiting for 4 victims" in next(iter(filter_(client, job_pods(llm_job())[1])["FailedNodes"].values()))
