@@ -44,7 +44,7 @@ def gang_job() -> dict:
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": "big", "namespace": "bench", "uid": "uid-big", "resourceVersion": "1",
                          "annotations": {"kai.scheduler/topology": "default",
-                                         "kai.scheduler/topology-required-placement": "block"}},
+                                         "kai.scheduler/topology-preferred-placement": "block"}},
             "spec": {"parallelism": GANG_PODS, "completions": GANG_PODS, "completionMode": "Indexed",
                      "template": {"metadata": {"annotations": {
                          "kai.scheduler/segment-size": "128",
@@ -85,8 +85,8 @@ def cluster(node_count: int) -> list[dict]:
 class Scheduler:
     """One pod per cycle, as kube-scheduler calls its extenders."""
 
-    def __init__(self, app, names: list[str]):
-        self.app, self.names = app, names
+    def __init__(self, app, names: list[str], prefix: str):
+        self.app, self.names, self.prefix = app, names, prefix
         self.plain: list[float] = []
         self.gang: list[float] = []
         self.count = 0
@@ -99,7 +99,7 @@ class Scheduler:
 
     async def plain_cycle(self) -> None:
         self.count += 1
-        pod = plain_pod(f"web-{self.count}")
+        pod = plain_pod(f"{self.prefix}-{self.count}")
         elapsed, answer = await self.filter(pod)
         self.plain.append(elapsed)
         node = answer["NodeNames"][self.count % len(answer["NodeNames"])]
@@ -140,11 +140,11 @@ async def run(node_count: int, cycles: int) -> None:
         pod["metadata"]["uid"] = f"uid-{pod['metadata']['name']}"
         pod["status"] = {"phase": "Pending"}
 
-    alone = Scheduler(app, names)
+    alone = Scheduler(app, names, "alone")
     for _ in range(cycles):
         await alone.plain_cycle()
 
-    mixed = Scheduler(app, names)
+    mixed = Scheduler(app, names, "mixed")
     first, reason = await mixed.filter(gang_pods[0])
     for i in range(cycles):
         reason = await mixed.gang_cycle(gang_pods[(i + 1) % GANG_PODS])
