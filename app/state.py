@@ -76,6 +76,7 @@ class ServiceState:
         self.metrics.watch_state(self)
         self.lock = threading.RLock()
         self.cluster = Cluster([], [])
+        self._role_requests: dict[int, tuple] = {}     # id(pod spec) -> (spec, resource index, request row)
         self.generation = 0                      # bumped on every change that may change a plan's outcome
         self.rebuilds = 0                        # bumped whenever `cluster` is replaced (nodes, topologies)
         self.changes = NodeChanges()             # per node: when room was freed / pods started (refusal cache)
@@ -382,7 +383,15 @@ class ServiceState:
 
     # --- reservations -----------------------------------------------------------------------------------
     def role_request(self, plan: GangPlan, role: str) -> np.ndarray:
-        return self.cluster.resources.vector(pod_requests(plan.tree.pod_spec(role)))
+        """One pod's request row; computed once per pod spec and resource index (a 1,024-pod gang
+        reserves 1,024 slots of one or two specs)."""
+        spec, resources = plan.tree.pod_spec(role), self.cluster.resources
+        kept = self._role_requests.get(id(spec))
+        if kept is None or kept[0] is not spec or kept[1] is not resources:
+            if len(self._role_requests) > 256:
+                self._role_requests.clear()
+            kept = self._role_requests[id(spec)] = (spec, resources, resources.vector(pod_requests(spec)))
+        return kept[2]
 
     def reserve_slot(self, plan: GangPlan, state, *, check_fit: bool = True) -> bool:
         """Hold the slot's capacity on its node. False (nothing held) when the node is gone, no longer

@@ -143,22 +143,36 @@ def test_bestfit_partial_admission_takes_the_most_elastic_pods_that_fit(demo_clu
     assert sorted(plan.slots) == [Slot("worker", i) for i in range(6)]
 
 
-def test_bestfit_places_roles_one_after_another(demo_cluster):
+def master_workers(workers: int, **root_levels) -> GroupTree:
     root = Group("job", children=[Group("master", slots=[Slot("master", 0)]),
-                                  Group("worker", slots=[Slot("worker", i) for i in range(3)])],
-                 required_level="rack")
-    tree = GroupTree("ns", "job", "PyTorchJob", root,
-                     {"master": RoleSpec("master", 1, GPU8), "worker": RoleSpec("worker", 3, GPU8)},
+                                  Group("worker", slots=[Slot("worker", i) for i in range(workers)])],
+                 **root_levels)
+    return GroupTree("ns", "job", "PyTorchJob", root,
+                     {"master": RoleSpec("master", 1, GPU8), "worker": RoleSpec("worker", workers, GPU8)},
                      topology="default")
-    plan = KueueBestFit().place(demo_cluster, tree)
+
+
+def test_bestfit_keeps_a_workloads_roles_in_its_required_domain(demo_cluster):
+    # Kueue's PodSet group: master and workers share the tightest rack that holds all 4 whole-node pods
+    plan = KueueBestFit().place(demo_cluster, master_workers(3, required_level="rack"))
     assert plan.placed and len(plan.slots) == 4
     assert_fits(demo_cluster, plan)
-    # each role goes to its own tightest rack: the master alone to a rack with the least room
-    master_rack = domains(demo_cluster, type(plan)(True, {Slot("master", 0): plan.slots[Slot("master", 0)]}),
-                          "rack")
-    assert master_rack == {"zone-a/a-block-1/a-block-1-rack-1"}
-    assert domains(demo_cluster, plan, "rack") == {"zone-a/a-block-1/a-block-1-rack-1",
-                                                   "zone-a/a-block-2/a-block-2-rack-1"}
+    assert domains(demo_cluster, plan, "rack") == {"zone-a/a-block-1/a-block-1-rack-2"}
+
+
+def test_bestfit_refuses_a_group_no_domain_holds_together(demo_cluster):
+    # each role alone fits a rack of 4 free nodes, but master + 4 workers need 5 nodes in one rack
+    plan = KueueBestFit().place(demo_cluster, master_workers(4, required_level="rack"))
+    assert not plan.placed
+    assert plan.reason == "needs all 5 pods of its 2 roles in one rack; none holds them"
+
+
+def test_bestfit_group_with_a_preferred_level_climbs_then_splits(demo_cluster):
+    climbed = KueueBestFit().place(demo_cluster, master_workers(4, preferred_level="rack"))
+    assert climbed.placed and len(domains(demo_cluster, climbed, "block")) == 1
+    split = KueueBestFit().place(demo_cluster, master_workers(20, preferred_level="rack"))
+    assert split.placed and len(split.slots) == 21 and len(domains(demo_cluster, split, "zone")) == 2
+    assert_fits(demo_cluster, split)
 
 
 def test_bestfit_without_topology_packs_the_fullest_nodes(demo_cluster):

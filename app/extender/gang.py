@@ -123,16 +123,15 @@ class GangScheduler:
     def _plain_filter(self, pod: Mapping, candidates: Sequence[str]) -> FilterOutcome:
         """A pod outside any gang passes everywhere, except nodes where only reserved capacity is left."""
         cluster = self.state.cluster
-        reserved_nodes = np.flatnonzero(cluster.capacity.reserved.any(axis=1)) if len(cluster.nodes) else []
+        # every reservation holds one pod: the pods column alone says which nodes have any
+        reserved_nodes = np.flatnonzero(cluster.capacity.reserved[:, cluster.resources.column["pods"]])
         if len(reserved_nodes) == 0:
-            return FilterOutcome(list(candidates))
+            return FilterOutcome(candidates)             # echoed as received: no copy of thousands of names
         request = cluster.resources.vector(pod_requests(pod.get("spec") or {}))
-        blocked = {}
-        for index in reserved_nodes:
-            if np.any(cluster.free[index] < request):
-                blocked[cluster.node_names[index]] = self._reserved_reason(int(index))
+        short = reserved_nodes[(cluster.free[reserved_nodes] < request).any(axis=1)]
+        blocked = {cluster.node_names[index]: self._reserved_reason(index) for index in short.tolist()}
         if not blocked:
-            return FilterOutcome(list(candidates))
+            return FilterOutcome(candidates)
         return FilterOutcome([n for n in candidates if n not in blocked],
                              {n: blocked[n] for n in candidates if n in blocked})
 

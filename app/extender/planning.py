@@ -6,13 +6,14 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from grouper import GroupingError, PodIdentity, identify_pod, owner_of
+from grouper import GroupingError, PodIdentity, group_workload, identify_pod, owner_of
 from topology.cluster import pod_key
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan, PlanInput
 from topology.planner import build_plan_input, plan_gang
 
 from ..state import ServiceState
+from .names import candidate_mask
 
 __all__ = ["GroupingError", "exclusive_occupancy", "identify", "occupied_count", "plan", "plan_input"]
 
@@ -47,16 +48,23 @@ def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
     topologies = state.cluster.topologies
     if owner.kind == "PodGroup":
         return identify_pod(pod, workload, topologies, pods=_members(state, pod, owner))
-    cache = state.identities
+
+    def trees():       # one grouping per workload version, not one per pod of a 1,024-pod gang
+        return _cached(state, ("trees", _version(workload), state.rebuilds),
+                       lambda: group_workload(workload, topologies))
     key = (_version(pod), _version(workload), owner.group_index, state.rebuilds)
+    return _cached(state, key, lambda: identify_pod(pod, workload, topologies, trees=trees()))
+
+
+def _cached(state: ServiceState, key: tuple, compute):
+    cache = state.identities
     if key in cache:
         cache.move_to_end(key)
         return cache[key]
-    identity = identify_pod(pod, workload, topologies)
-    cache[key] = identity
+    value = cache[key] = compute()
     while len(cache) > _CACHE_LIMIT:
         cache.popitem(last=False)
-    return identity
+    return value
 
 
 def _version(obj: Mapping) -> tuple:
@@ -95,9 +103,7 @@ def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str
     if candidates:
         masks = {}
         for role, names in candidates.items():
-            mask = np.zeros(len(cluster.nodes), dtype=bool)
-            mask[[index[n] for n in names if n in index]] = True
-            masks[role] = mask
+            masks[role] = candidate_mask(names, index, len(cluster.nodes))
     if others is None:
         others = exclusive_occupancy(state, tree)
     return build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,

@@ -7,7 +7,10 @@
   `segment-size` pods) that fit in every domain, pick the tightest domain at the requested level that
   holds them all (climbing a level at a time for a preferred level, splitting across the fullest domains
   at the top), then walk down level by level taking the domains with most room first and the tightest
-  one that fits for the rest. Roles are placed one after another, each seeing the others' usage.
+  one that fits for the rest. A workload of several roles under one level is a PodSet group, as Kueue
+  places a leader PodSet with its workers: the domain of that level is chosen for all roles together
+  (leaders first, then the tightest domain whose room for the largest role, next to them, still holds
+  it), and each role is then walked inside it.
 
 Every policy answers a Plan (topology/plan.py) computed on the cluster's current free capacity; it
 reserves nothing itself.
@@ -138,36 +141,108 @@ class RoleConstraint:
 @dataclass
 class KueueBestFit:
     name: str = "kueue-bestfit"
-    description: str = "Kueue TAS BestFit greedy, one role (PodSet) at a time"
+    description: str = "Kueue TAS BestFit greedy, per PodSet; a workload's roles as one PodSet group"
 
     def place(self, cluster: Cluster, tree: GroupTree) -> Plan:
         needs = role_needs(cluster, tree)
         try:
             topology = cluster.topology(tree.topology) if tree.topology else None
             constraints = {role: role_constraint(tree, role, topology) for role in needs}
+            together = gang_constraint(tree, topology)
         except (KeyError, ValueError) as err:
             return Plan(placed=False, reason=str(err).strip("'\""))
         free = cluster.free.copy()
 
         def place_slots(free: np.ndarray, slots: Sequence[Slot]) -> dict[Slot, int] | str:
-            assignment: dict[Slot, int] = {}
-            for role in dict.fromkeys(slot.role for slot in slots):
-                role_slots = sorted(s for s in slots if s.role == role)
-                need = needs[role]
-                if need.unknown:
-                    _take(free, assignment, needs, sign=-1)
-                    return f"role {role}: no node offers {', '.join(need.unknown)}"
-                per_node = pods_per_node(free, need.request, need.usable)
-                nodes = kueue_assign(topology, per_node, len(role_slots), constraints[role])
-                if isinstance(nodes, str):
-                    _take(free, assignment, needs, sign=-1)
-                    return f"role {role}: {nodes}"
-                role_assignment = dict(zip(role_slots, nodes))
-                _take(free, role_assignment, needs)
-                assignment.update(role_assignment)
-            return assignment
+            by_role = {role: sorted(s for s in slots if s.role == role)
+                       for role in dict.fromkeys(slot.role for slot in slots)}
+            for role in by_role:
+                if needs[role].unknown:
+                    return f"role {role}: no node offers {', '.join(needs[role].unknown)}"
+            if together is not None and len(by_role) > 1:
+                grouped = place_group(topology, free, by_role, needs, constraints, together)
+                if grouped is not None:
+                    return grouped
+            return place_roles(topology, free, by_role, needs, constraints)
 
         return _partial_admission(free, tree, place_slots)
+
+
+def place_roles(topology: TopologyTree | None, free: np.ndarray, by_role: dict[str, list[Slot]],
+                needs: dict[str, RoleNeeds], constraints: dict[str, RoleConstraint],
+                inside: np.ndarray | None = None) -> dict[Slot, int] | str:
+    """Each role (PodSet) walked on its own, one after another, each seeing the others' usage;
+    `inside`: only these nodes (the group's domain). `free` is updated only on success."""
+    assignment: dict[Slot, int] = {}
+    for role, role_slots in by_role.items():
+        need = needs[role]
+        usable = need.usable if inside is None else need.usable & inside
+        nodes = kueue_assign(topology, pods_per_node(free, need.request, usable), len(role_slots),
+                             constraints[role])
+        if isinstance(nodes, str):
+            _take(free, assignment, needs, sign=-1)
+            return f"role {role}: {nodes}"
+        role_assignment = dict(zip(role_slots, nodes))
+        _take(free, role_assignment, needs)
+        assignment.update(role_assignment)
+    return assignment
+
+
+def place_group(topology: TopologyTree, free: np.ndarray, by_role: dict[str, list[Slot]],
+                needs: dict[str, RoleNeeds], constraints: dict[str, RoleConstraint],
+                together: RoleConstraint) -> dict[Slot, int] | str | None:
+    """Kueue's PodSet group: one domain of the group's level for every role. The smaller roles (the
+    leaders) go first; among the domains where then the largest role (the workers) fits too, the
+    tightest for it (fewest slices, then pods, then name). A preferred level climbs while no domain
+    holds the group; None when none does at any level (each role then goes on its own, as Kueue
+    splits at the top)."""
+    workers = max(by_role, key=lambda role: (len(by_role[role]), role))
+    leaders = {role: by_role[role] for role in sorted(by_role, key=lambda r: (len(by_role[r]), r)) if role != workers}
+    levels = [together.level] if together.required else range(together.level, -1, -1)
+    for level in levels:
+        best: tuple | None = None
+        for domain in _group_candidates(topology, free, by_role, needs, level):
+            inside = topology.member & (topology.node_domain[level] == domain)
+            trial = free.copy()
+            placed = place_roles(topology, trial, leaders, needs, constraints, inside)
+            if isinstance(placed, str):
+                continue
+            key = (_room(topology, trial, needs[workers], constraints[workers], inside),
+                   topology.domain_ids[level][domain])
+            if best is not None and key >= best[0]:
+                continue
+            rest = place_roles(topology, trial, {workers: by_role[workers]}, needs, constraints, inside)
+            if not isinstance(rest, str):
+                best = (key, {**placed, **rest}, trial)
+        if best is not None:
+            free[:] = best[2]
+            return best[1]
+    if together.required:
+        pods = sum(len(slots) for slots in by_role.values())
+        return (f"needs all {pods} pods of its {len(by_role)} roles in one "
+                f"{topology.levels[together.level].display}; none holds them")
+    return None
+
+
+def _group_candidates(topology: TopologyTree, free: np.ndarray, by_role: dict[str, list[Slot]],
+                      needs: dict[str, RoleNeeds], level: int) -> list[int]:
+    """Domains where every role, alone, has room for its pods (the others can only take room away)."""
+    keep = np.ones(topology.domain_count(level), dtype=bool)
+    for role, slots in by_role.items():
+        per_node = pods_per_node(free, needs[role].request, needs[role].usable)
+        keep &= sum_by_level(topology, per_node)[level] >= len(slots)
+    return np.flatnonzero(keep).tolist()
+
+
+def _room(topology: TopologyTree, free: np.ndarray, need: RoleNeeds, constraint: RoleConstraint,
+          inside: np.ndarray) -> tuple[int, int]:
+    """(whole slices, pods) of a role that fit on `inside` nodes: what BestFit compares domains by."""
+    per_node = pods_per_node(free, need.request, need.usable & inside)
+    pods = int(per_node.sum())
+    if not constraint.slice_size:
+        return pods, pods
+    slices = segments_by_level(topology, per_node, constraint.slice_level, constraint.slice_size)
+    return int(slices[constraint.slice_level].sum()), pods
 
 
 def _partial_admission(free: np.ndarray, tree: GroupTree, place_slots: PlaceSlots) -> Plan:
@@ -222,6 +297,23 @@ def role_constraint(tree: GroupTree, role: str, topology: TopologyTree | None) -
         else:                         # a preferred level finer than the slices cannot hold one slice
             level = slice_level
     return RoleConstraint(level, required is not None, slice_size, slice_level)
+
+
+def gang_constraint(tree: GroupTree, topology: TopologyTree | None) -> RoleConstraint | None:
+    """The level that keeps the whole workload together (Kueue: the PodSet group's shared topology
+    request): the finest required level among the groups holding every pod, else the finest preferred
+    one; None without either."""
+    if topology is None:
+        return None
+    every = set(tree.slots())
+    required = preferred = None
+    for group in tree.groups():
+        if every <= set(group.all_slots()):
+            required = _finest(topology, required, group.required_level)
+            preferred = _finest(topology, preferred, group.preferred_level)
+    if required is None and preferred is None:
+        return None
+    return RoleConstraint(required if required is not None else preferred, required is not None)
 
 
 def _finest(topology: TopologyTree, current: int | None, name: str | None) -> int | None:
