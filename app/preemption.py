@@ -299,6 +299,8 @@ class Preemptor:
         for gang, active in list(self.active.items()):
             if self.state.plans.get(gang) is not active.plan:
                 self._forget(active, "its plan was dropped")
+        for gang in [g for g in self.searched if self.state.plans.get(g) is None]:
+            del self.searched[gang]
 
     def _forget(self, active: Preemption, why: str) -> None:
         self.active.pop(active.gang, None)
