@@ -16,6 +16,7 @@ in one step and hold it (topology/preemption chooses the domain and the victims)
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -171,7 +172,7 @@ class Preemptor:
         self.searcher.start()
 
     def _search_and_commit(self, plan: GangPlan, pod: Mapping, mode: str, snapshot, protected, avoided) -> None:
-        result = self._search(snapshot, protected, avoided)             # no lock held
+        result = self._search(snapshot, protected, avoided, on_step=_Pacer().step)     # no lock held
         with self.state.lock:
             if self.state.plans.get(plan.key) is not plan or plan.status != GANG_REFUSED:
                 return                                                  # planned or dropped meanwhile
@@ -206,9 +207,10 @@ class Preemptor:
         return replace(inp, free=np.array(inp.free, copy=True)), running_gangs(state), others
 
     @staticmethod
-    def _search(snapshot, protected, avoided) -> PreemptionPlan:
+    def _search(snapshot, protected, avoided, on_step=None) -> PreemptionPlan:
         inp, running, others = snapshot
-        return select_victims(inp, running, protected=protected, avoid=avoided, occupied_count=others, refused=True)
+        return select_victims(inp, running, protected=protected, avoid=avoided, occupied_count=others, refused=True,
+                              on_step=on_step)
 
     def _still_holds(self, inp, result: PreemptionPlan) -> bool:
         """The cluster was not rebuilt, the chosen victims still run where they ran, and with them gone
@@ -297,6 +299,8 @@ class Preemptor:
         for gang, active in list(self.active.items()):
             if self.state.plans.get(gang) is not active.plan:
                 self._forget(active, "its plan was dropped")
+        for gang in [g for g in self.searched if self.state.plans.get(g) is None]:
+            del self.searched[gang]
 
     def _forget(self, active: Preemption, why: str) -> None:
         self.active.pop(active.gang, None)
@@ -415,6 +419,18 @@ class Preemptor:
         if domain is None:
             return set()
         return {cluster.node_names[int(i)] for i in tree.nodes_in(level, domain)}
+
+
+class _Pacer:
+    """Half the time for the search thread: after each planner call it sleeps as long as the call took,
+    so the event loop (plain pods' filters, binds) gets the interpreter at once (the GIL) most of the time."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+
+    def step(self) -> None:
+        time.sleep(min(time.perf_counter() - self.last, 0.05))
+        self.last = time.perf_counter()
 
 
 def _value(domain: str | None) -> str:

@@ -44,7 +44,7 @@ def gang_job() -> dict:
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": "big", "namespace": "bench", "uid": "uid-big", "resourceVersion": "1",
                          "annotations": {"kai.scheduler/topology": "default",
-                                         "kai.scheduler/topology-required-placement": "block"}},
+                                         "kai.scheduler/topology-preferred-placement": "block"}},
             "spec": {"parallelism": GANG_PODS, "completions": GANG_PODS, "completionMode": "Indexed",
                      "template": {"metadata": {"annotations": {
                          "kai.scheduler/segment-size": "128",
@@ -85,8 +85,8 @@ def cluster(node_count: int) -> list[dict]:
 class Scheduler:
     """One pod per cycle, as kube-scheduler calls its extenders."""
 
-    def __init__(self, app, names: list[str]):
-        self.app, self.names = app, names
+    def __init__(self, app, names: list[str], prefix: str):
+        self.app, self.names, self.prefix = app, names, prefix
         self.plain: list[float] = []
         self.gang: list[float] = []
         self.count = 0
@@ -99,7 +99,7 @@ class Scheduler:
 
     async def plain_cycle(self) -> None:
         self.count += 1
-        pod = plain_pod(f"web-{self.count}")
+        pod = plain_pod(f"{self.prefix}-{self.count}")
         elapsed, answer = await self.filter(pod)
         self.plain.append(elapsed)
         node = answer["NodeNames"][self.count % len(answer["NodeNames"])]
@@ -140,19 +140,25 @@ async def run(node_count: int, cycles: int) -> None:
         pod["metadata"]["uid"] = f"uid-{pod['metadata']['name']}"
         pod["status"] = {"phase": "Pending"}
 
-    alone = Scheduler(app, names)
+    alone = Scheduler(app, names, "alone")
     for _ in range(cycles):
         await alone.plain_cycle()
 
-    mixed = Scheduler(app, names)
+    mixed = Scheduler(app, names, "mixed")
     first, reason = await mixed.filter(gang_pods[0])
+    searcher = app.state.service.gangs.preemptor.searcher
+    searching = 0                                       # plain cycles while the victim search thread ran
     for i in range(cycles):
         reason = await mixed.gang_cycle(gang_pods[(i + 1) % GANG_PODS])
+        searching += searcher is not None and searcher.is_alive()
         await mixed.plain_cycle()
     print(f"refused gang, first filter (plans, victim search): {first * 1e3:8.1f} ms")
     print(figures("refused gang, every later filter", mixed.gang))
     print(figures("plain pods' filter, no gang retrying", alone.plain))
     print(figures("plain pods' filter, the refused gang retrying", mixed.plain))
+    if 0 < searching < len(mixed.plain):
+        print(figures("  of which while its victim search ran", mixed.plain[:searching]))
+        print(figures("  of which after it", mixed.plain[searching:]))
     worst, ratio = max(mixed.gang) * 1e3, p99(mixed.plain) / p99(alone.plain)
     print(f"goals: later gang filters <= 50 ms: {'met' if worst <= 50 else 'MISSED'} (max {worst:.1f} ms); "
           f"plain p99 ratio <= 2: {'met' if ratio <= 2 else 'MISSED'} ({ratio:.2f}x)")

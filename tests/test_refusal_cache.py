@@ -132,3 +132,17 @@ def test_the_victim_search_never_holds_the_lock_plain_pods_need():
     preemptor.sender.join(timeout=30)
     assert sorted(f"{ns}/{name}" for ns, name, _ in writer.evictions) == [f"research/job-b-{i}" for i in range(4)]
     assert "waiting for 4 victims" in next(iter(filter_(client, job_pods(llm_job())[1])["FailedNodes"].values()))
+
+
+def test_a_change_of_the_gang_itself_plans_again():
+    """Same pods, smaller requests (the workload was edited): the cached refusal no longer answers."""
+    from app.state import kind_of
+
+    client = refused_client()
+    refuse(client)
+    smaller = copy.deepcopy(llm_job())
+    smaller["metadata"]["resourceVersion"] = "2"
+    smaller["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    client.app.state.service.apply(kind_of(smaller), "MODIFIED", smaller)
+    answer = filter_(client, job_pods(smaller)[0])
+    assert len(answer["NodeNames"]) == 1, answer["FailedNodes"]

@@ -45,7 +45,9 @@ def still_refused(state: ServiceState, plan: GangPlan, tree: GroupTree) -> bool:
     key = plan.refusal
     if not isinstance(key, RefusalKey):
         return False
-    if tree.priority != key.priority or tree.slots() != plan.tree.slots() or _bound(state, tree.key) != key.bound:
+    if tree.priority != key.priority or _bound(state, tree.key) != key.bound:
+        return False
+    if tree is not plan.tree and tree != plan.tree:        # the workload changed (requests, levels, sizes)
         return False
     return not state.changes.freed_since(key.mark, key.nodes)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -88,7 +88,8 @@ class PreemptionPlan:
 def select_victims(inp: PlanInput, running: Iterable[RunningGang], *, priority: int | None = None,
                    policy: str | None = None, protected: Iterable[str] = (), avoid: Iterable[str] = (),
                    budget: int = BUDGET, occupied_count: np.ndarray | None = None,
-                   seconds: float | None = SECONDS, refused: bool = False) -> PreemptionPlan:
+                   seconds: float | None = SECONDS, refused: bool = False,
+                   on_step: Callable[[], None] | None = None) -> PreemptionPlan:
     """The cheapest preemption that lets the gang of `inp` fit (see the module docstring). `priority` and
     `policy` default to the gang's own; `protected` gangs are never victims; `avoid` lists domain ids
     not to choose (an eviction there was refused). `occupied_count`: per node, the pods (and
@@ -96,14 +97,15 @@ def select_victims(inp: PlanInput, running: Iterable[RunningGang], *, priority: 
     `inp.occupied`, minus the victims of each choice (None: `inp.occupied` as given, victims or not).
     `seconds` bounds the search in time like `budget` bounds its planner calls (None: no bound); the
     search is skipped at once where no candidate victim runs on a node the gang could use and the caller
-    knows the gang does not fit as things are (`refused`: the planner refused it)."""
+    knows the gang does not fit as things are (`refused`: the planner refused it). `on_step` is called
+    after each planner call (a caller searching in a thread uses it to give others their turn)."""
     tree = inp.tree
     priority = tree.priority if priority is None else priority
     policy = tree.preemption_policy if policy is None else policy
     if policy == "Never":
         return PreemptionPlan(False, explanation=f"gang {tree.key} has preemptionPolicy Never: it never preempts")
     try:
-        search = _Search(inp, budget, occupied_count, seconds)
+        search = _Search(inp, budget, occupied_count, seconds, on_step)
     except (PlanError, LevelError, ValueError) as err:
         return PreemptionPlan(False, explanation=str(err))
     gangs = candidate_gangs(running, priority, own=tree.key, protected=protected)
@@ -118,7 +120,7 @@ def select_victims(inp: PlanInput, running: Iterable[RunningGang], *, priority: 
 
 class _Search:
     def __init__(self, inp: PlanInput, budget: int, occupied_count: np.ndarray | None = None,
-                 seconds: float | None = None):
+                 seconds: float | None = None, on_step: Callable[[], None] | None = None):
         self.inp = inp
         self.layout = Domains(inp.topology, len(inp.node_names))
         self.root = Demand.of(inp.tree, self.layout, inp.bound)
@@ -135,6 +137,7 @@ class _Search:
                                 f"{', '.join(sorted(inp.requests)) or 'none'}")
         self.budget = budget
         self.deadline = None if seconds is None else time.monotonic() + seconds
+        self.on_step = on_step
         nodes = len(inp.node_names)
         self.usable = {role: (np.zeros(nodes, dtype=bool) if role in inp.unplaceable
                               else np.asarray(inp.usable.get(role, np.ones(nodes, dtype=bool)), dtype=bool))
@@ -282,6 +285,8 @@ class _Search:
             return None
         self.budget -= 1
         plan = evaluate_domain(self.with_victims_gone(choices), level, domain, free)
+        if self.on_step is not None:
+            self.on_step()
         return plan if plan.placed else None
 
     def exact(self, level, domain, in_domain, options, bound):
