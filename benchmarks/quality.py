@@ -197,7 +197,24 @@ def paired_locality(results: dict[str, SimulationResult], a: str, b: str) -> lis
                             f"{sum(y[i] for _, y in pairs) / len(pairs):.2f}" for i, level in enumerate(levels))
         lines.append(f"trace runs, per {what} ({len(pairs)} {what}s of the {len(common)} multi-pod jobs both "
                      f"placed), {a} vs {b}: {figures}")
-    return lines
+    return lines + paired_waits(results, a, b)
+
+
+def paired_waits(results: dict[str, SimulationResult], a: str, b: str) -> list[str]:
+    """Mean wait over the jobs both policies placed: a job only one of them ever places waits (and
+    holds GPUs) in that policy's figures alone."""
+    def waits(result):
+        return {job.key: job.placed - job.entry.at for job in result.jobs if job.placed is not None}
+    left, right = waits(results[a]), waits(results[b])
+    common = sorted(set(left) & set(right))
+    if not common:
+        return []
+    only = {name: sorted(set(mine) - set(theirs))
+            for name, mine, theirs in ((a, left, right), (b, right, left))}
+    return [f"trace runs, mean wait over the {len(common)} jobs both placed: {a} "
+            f"{sum(left[k] for k in common) / len(common) / 60:.1f} min vs {b} "
+            f"{sum(right[k] for k in common) / len(common) / 60:.1f} min; placed by only one: "
+            + ", ".join(f"{name} {len(keys)}" for name, keys in only.items())]
 
 
 class SideBySide:
