@@ -136,6 +136,18 @@ def test_bestfit_short_last_slice(demo_cluster):
         assert len({int(tree.node_domain[2][plan.slots[Slot("worker", i)]]) for i in members}) == 1
 
 
+def test_bestfit_short_last_slice_needs_only_its_own_room(demo_cluster):
+    # 6 pods in slices of 4 per rack: a slice of 4 and a short one of 2. Only a-block-1 has a rack with
+    # room for 4 (rack-2) next to one with room for 2 (rack-1); a second whole slice of 4 is not needed
+    plan = KueueBestFit().place(demo_cluster, gang(6, required="block", segment=4, segment_required="rack"))
+    assert plan.placed and len(plan.slots) == 6
+    assert_fits(demo_cluster, plan)
+    assert domains(demo_cluster, plan, "block") == {"zone-a/a-block-1"}
+    tree = demo_cluster.topologies["default"]
+    for members in ((0, 1, 2, 3), (4, 5)):
+        assert len({int(tree.node_domain[2][plan.slots[Slot("worker", i)]]) for i in members}) == 1
+
+
 def test_bestfit_partial_admission_takes_the_most_elastic_pods_that_fit(demo_cluster):
     plan = KueueBestFit().place(demo_cluster, gang(10, required="block", minimum=4))
     assert plan.placed and len(plan.slots) == 6 and len(plan.unplaced) == 4

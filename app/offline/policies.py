@@ -9,8 +9,8 @@
   at the top), then walk down level by level taking the domains with most room first and the tightest
   one that fits for the rest. A workload of several roles under one level is a PodSet group, as Kueue
   places a leader PodSet with its workers: the domain of that level is chosen for all roles together
-  (leaders first, then the tightest domain whose room for the largest role, next to them, still holds
-  it), and each role is then walked inside it.
+  (a one-pod leader on the node that costs the workers the least room, then the tightest domain whose
+  room for the largest role, next to the leaders, still holds it), and the workers are walked inside it.
 
 Every policy answers a Plan (topology/plan.py) computed on the cluster's current free capacity; it
 reserves nothing itself.
@@ -159,13 +159,30 @@ class KueueBestFit:
             for role in by_role:
                 if needs[role].unknown:
                     return f"role {role}: no node offers {', '.join(needs[role].unknown)}"
-            if together is not None and len(by_role) > 1:
-                grouped = place_group(topology, free, by_role, needs, constraints, together)
+            parts, part_needs, part_constraints = short_slices_apart(by_role, needs, constraints)
+            if together is not None and len(parts) > 1:
+                grouped = place_group(topology, free, parts, part_needs, part_constraints, together)
                 if grouped is not None:
                     return grouped
-            return place_roles(topology, free, by_role, needs, constraints)
+            return place_roles(topology, free, parts, part_needs, part_constraints)
 
         return _partial_admission(free, tree, place_slots)
+
+
+def short_slices_apart(by_role: dict[str, list[Slot]], needs: dict[str, RoleNeeds],
+                       constraints: dict[str, RoleConstraint]):
+    """A role whose pods are not a whole number of slices: its last, short slice as a PodSet of its
+    own in the group (one slice of that size at the same level), since a Kueue slice is always whole."""
+    parts, part_needs, part_constraints = dict(by_role), dict(needs), dict(constraints)
+    for role, slots in by_role.items():
+        c = constraints[role]
+        short = len(slots) % c.slice_size if c.slice_size else 0
+        if short and len(slots) > short:
+            rest = f"{role} (last slice)"
+            parts[role], parts[rest] = slots[:-short], slots[-short:]
+            part_needs[rest] = needs[role]
+            part_constraints[rest] = RoleConstraint(c.level, c.required, short, c.slice_level)
+    return parts, part_needs, part_constraints
 
 
 def place_roles(topology: TopologyTree | None, free: np.ndarray, by_role: dict[str, list[Slot]],
@@ -192,8 +209,8 @@ def place_group(topology: TopologyTree, free: np.ndarray, by_role: dict[str, lis
                 needs: dict[str, RoleNeeds], constraints: dict[str, RoleConstraint],
                 together: RoleConstraint) -> dict[Slot, int] | str | None:
     """Kueue's PodSet group: one domain of the group's level for every role. The smaller roles (the
-    leaders) go first; among the domains where then the largest role (the workers) fits too, the
-    tightest for it (fewest slices, then pods, then name). A preferred level climbs while no domain
+    leaders) go first (place_leaders); among the domains where then the largest role (the workers) fits
+    too, the tightest for it (fewest slices, then pods, then name). A preferred level climbs while no domain
     holds the group; None when none does at any level (each role then goes on its own, as Kueue
     splits at the top)."""
     workers = max(by_role, key=lambda role: (len(by_role[role]), role))
@@ -204,7 +221,7 @@ def place_group(topology: TopologyTree, free: np.ndarray, by_role: dict[str, lis
         for domain in _group_candidates(topology, free, by_role, needs, level):
             inside = topology.member & (topology.node_domain[level] == domain)
             trial = free.copy()
-            placed = place_roles(topology, trial, leaders, needs, constraints, inside)
+            placed = place_leaders(topology, trial, leaders, workers, needs, constraints, inside)
             if isinstance(placed, str):
                 continue
             key = (_room(topology, trial, needs[workers], constraints[workers], inside),
@@ -222,6 +239,50 @@ def place_group(topology: TopologyTree, free: np.ndarray, by_role: dict[str, lis
         return (f"needs all {pods} pods of its {len(by_role)} roles in one "
                 f"{topology.levels[together.level].display}; none holds them")
     return None
+
+
+def place_leaders(topology: TopologyTree, free: np.ndarray, leaders: dict[str, list[Slot]], workers: str,
+                  needs: dict[str, RoleNeeds], constraints: dict[str, RoleConstraint],
+                  inside: np.ndarray) -> dict[Slot, int] | str:
+    """Kueue's leader of a PodSet group (one pod) goes where it costs the workers least: fewest whole
+    slices, then pods, of worker room lost, then the tightest node for itself, then name. Roles of more
+    than one pod (which Kueue cannot group) are walked on their own."""
+    assignment: dict[Slot, int] = {}
+    for role, slots in leaders.items():
+        if len(slots) != 1:
+            more = place_roles(topology, free, {role: slots}, needs, constraints, inside)
+            if isinstance(more, str):
+                _take(free, assignment, needs, sign=-1)
+                return more
+            assignment.update(more)
+            continue
+        node = _leader_node(topology, free, needs[role], needs[workers], constraints[workers], inside)
+        if node is None:
+            _take(free, assignment, needs, sign=-1)
+            return f"role {role}: no node of the domain has room"
+        assignment[slots[0]] = node
+        free[node] -= needs[role].request
+    return assignment
+
+
+def _leader_node(topology: TopologyTree, free: np.ndarray, leader: RoleNeeds, workers: RoleNeeds,
+                 constraint: RoleConstraint, inside: np.ndarray) -> int | None:
+    fits = pods_per_node(free, leader.request, leader.usable & inside)
+    nodes = np.flatnonzero(fits > 0)
+    if not nodes.size:
+        return None
+    before = pods_per_node(free, workers.request, workers.usable & inside)
+    after = pods_per_node(free[nodes] - leader.request, workers.request, (workers.usable & inside)[nodes])
+    pods_lost = before[nodes] - after
+    slices_lost = np.zeros(nodes.size, dtype=np.int64)
+    if constraint.slice_size:
+        owner = topology.node_domain[constraint.slice_level]
+        room = sum_by_level(topology, before)[constraint.slice_level]
+        size = constraint.slice_size
+        slices_lost = room[owner[nodes]] // size - (room[owner[nodes]] - pods_lost) // size
+    names = np.array(topology.node_names, dtype=object)[nodes]
+    order = np.lexsort((names, fits[nodes], pods_lost, slices_lost))
+    return int(nodes[order[0]])
 
 
 def _group_candidates(topology: TopologyTree, free: np.ndarray, by_role: dict[str, list[Slot]],
