@@ -28,8 +28,11 @@ class RefusalKey:
 
 
 def usable_nodes(state: ServiceState, tree: GroupTree) -> np.ndarray:
-    """Nodes any role of the gang may use (selectors, affinity, tolerations)."""
+    """Nodes any role of the gang may use (selectors, affinity, tolerations); every node for a gang with
+    an exclusive group, which a pod leaving any node of a domain may let in."""
     cluster = state.cluster
+    if any(group.exclusive for group in tree.groups()):
+        return np.ones(len(cluster.nodes), dtype=bool)
     mask = np.zeros(len(cluster.nodes), dtype=bool)
     for role in {slot.role for slot in tree.slots()}:
         mask |= cluster.usable(PodPlacementRules.from_spec(tree.pod_spec(role)))
