@@ -12,7 +12,6 @@ from . import names
 from .errors import GroupingError, describe
 from .kinds import RoleTemplate, WorkloadShape, parse_int, workload_shape
 from .podgroups import belongs, group_podgroup, is_podgroup, leaf_pods, pod_subgroup
-from .segments import segment_of
 from .workloads import group_workload
 
 STATEFULSET_POD_INDEX = "apps.kubernetes.io/pod-index"
@@ -151,7 +150,7 @@ def _workload_identity(pod: Mapping, workload: Mapping, topologies: Mapping[str,
         return PodIdentity(tree, tree.key, tree.name, slot, leaf.name, None, None, tree.topology, warnings)
     rank = None
     if leaf.segment is not None:
-        _, rank = segment_of(slot.index - role.index_offset, leaf.segment.size)
+        rank = leaf.slots.index(slot)
     return PodIdentity(tree, tree.key, tree.name, slot, leaf.name, leaf.segment, rank, tree.topology, warnings)
 
 

@@ -6,20 +6,26 @@ mandatory, the one straddling M needs only the pods below M, and the ones past M
 from __future__ import annotations
 
 
-def segment_count(replicas: int, size: int) -> int:
-    return -(-replicas // size) if replicas > 0 else 0
+def segment_count(replicas: int, size: int, shift: int = 0) -> int:
+    """Segments of a role; `shift` positions of segment 0 are held by pods outside the role (the LWS
+    leader in its subgroup 0)."""
+    return -(-(replicas + shift) // size) if replicas > 0 else 0
 
 
-def segment_bounds(replicas: int, size: int, segment: int) -> range:
+def segment_bounds(replicas: int, size: int, segment: int, shift: int = 0) -> range:
     """Positions (0-based, before any index offset) held by one segment."""
-    return range(segment * size, min((segment + 1) * size, replicas))
+    return range(max(0, segment * size - shift), min((segment + 1) * size - shift, replicas))
 
 
-def segment_of(position: int, size: int) -> tuple[int, int]:
-    """(segment index, rank inside the segment) of a 0-based position."""
-    return divmod(position, size)
+def lws_subgroup_shift(group_size: int, subgroup_size: int) -> int:
+    """How upstream LWS numbers workers into subgroups (the leader is in subgroup 0): worker i goes to
+    (i-1) // S when (size-1) % S == 0 and size % S != 0, else to i // S. As a shift of the 0-based worker
+    position p = i-1: 0 in the first case, 1 in the second (the leader takes a place in subgroup 0)."""
+    if (group_size - 1) % subgroup_size == 0 and group_size % subgroup_size != 0:
+        return 0
+    return 1
 
 
-def segment_min(minimum: int, segment: int, size: int, length: int) -> int:
+def segment_min(minimum: int, segment: int, size: int, length: int, shift: int = 0) -> int:
     """Pods segment `segment` (holding `length` pods) must place when the role needs `minimum`."""
-    return max(0, min(minimum - segment * size, length))
+    return max(0, min(minimum - max(0, segment * size - shift), length))

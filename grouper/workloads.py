@@ -16,7 +16,7 @@ from . import names
 from .errors import GroupingError, describe, invalid
 from .kinds import RoleTemplate, WorkloadShape, annotations_of, count_field, parse_int, workload_shape
 from .levels import LevelRef, check_not_coarser, find_topology, infer_topology, level_index
-from .segments import segment_bounds, segment_count, segment_min
+from .segments import lws_subgroup_shift, segment_bounds, segment_count, segment_min
 
 # Level annotations that mean nothing without kai.scheduler/topology naming the topology.
 KAI_LEVEL_SOURCES = {f"annotation {key}" for key in (names.REQUIRED, names.PREFERRED, names.SEGMENT_REQUIRED,
@@ -37,6 +37,7 @@ class Constraint:
 class SegmentSpec:
     size: int
     constraint: Constraint = field(default_factory=Constraint)
+    shift: int = 0                     # places of segment 0 held outside the role (LWS leader)
 
 
 @dataclass
@@ -64,11 +65,12 @@ def opts_in(workload: Mapping, shape: WorkloadShape | None = None) -> bool:
 
 # --- small parsers ---------------------------------------------------------------------------------
 
-def _int_annotation(obj: Mapping, key: str, value, where: str, low: int, high: int, meaning: str) -> int:
+def _int_annotation(obj: Mapping, key: str, value, where: str, low: int, high: int | None, meaning: str) -> int:
     number = parse_int(value)
-    if number is None or not low <= number <= high:
+    if number is None or number < low or (high is not None and number > high):
+        expected = f"an integer from {low} to {high}" if high is not None else f"an integer >= {low}"
         raise GroupingError(f"{describe(obj)}: annotation {key}={value!r}{where} is invalid; "
-                            f"expected an integer from {low} to {high} ({meaning})")
+                            f"expected {expected} ({meaning})")
     return number
 
 
@@ -117,7 +119,8 @@ def _root_constraint(workload: Mapping, family: str) -> Constraint:
     return constraint
 
 
-def _segment_size(workload: Mapping, role: RoleTemplate, family: str) -> tuple[int, str] | None:
+def _segment_size(workload: Mapping, role: RoleTemplate, family: str,
+                  warnings: list[str]) -> tuple[int, str] | None:
     if family == "lws" and role.name == "worker":
         policy = ((workload.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("subGroupPolicy") or {}
         if policy.get("subGroupSize") is not None:
@@ -128,8 +131,13 @@ def _segment_size(workload: Mapping, role: RoleTemplate, family: str) -> tuple[i
     for key in (names.SEGMENT_SIZE, names.KUEUE_SLICE_SIZE):
         value = role.annotations.get(key)
         if value is not None:
-            meaning = f"the {role.name} replicas are {role.replicas}"
-            return _int_annotation(workload, key, value, where, 1, max(role.replicas, 1), meaning), key
+            size = _int_annotation(workload, key, value, where, 1, None,
+                                   f"pods per segment; the {role.name} replicas are {role.replicas}")
+            if size > role.replicas:
+                # KAI: NumSegments = ceil(replicas / size), the last segment may be shorter
+                warnings.append(f"{describe(workload)}: annotation {key}={value}{where} is above the "
+                                f"{role.replicas} {role.name} replicas; placed as one segment of {role.replicas}")
+            return size, key
     return None
 
 
@@ -151,7 +159,11 @@ def _role_plan(workload: Mapping, role: RoleTemplate, family: str, warnings: lis
     where = f" on {role.field}"
     constraint = Constraint(_level(role.annotations, names.KUEUE_REQUIRED, where),
                             _level(role.annotations, names.KUEUE_PREFERRED, where))
-    size = _segment_size(workload, role, family)
+    if family == "lws" and role.name == "leader":
+        # the leader is one pod in the workers' subgroup 0; without a leaderTemplate it carries the
+        # worker template's segment annotations, which describe the workers
+        return RolePlan(role, constraint, None)
+    size = _segment_size(workload, role, family, warnings)
     segment_constraint = _segment_constraint(workload, role, family)
     if size is None:
         if segment_constraint.refs():
@@ -163,7 +175,11 @@ def _role_plan(workload: Mapping, role: RoleTemplate, family: str, warnings: lis
                         f"{workload.get('kind')} pods carry no index; set {names.POD_INDEX_LABEL} to the "
                         f"pod label that holds each pod's index")
         return RolePlan(role, constraint, None)
-    return RolePlan(role, constraint, SegmentSpec(size[0], segment_constraint))
+    shift = 0
+    if family == "lws" and size[1].startswith("spec."):
+        group_size = role.replicas + 1
+        shift = lws_subgroup_shift(group_size, size[0])
+    return RolePlan(role, constraint, SegmentSpec(size[0], segment_constraint, shift))
 
 
 # --- elasticity ----------------------------------------------------------------------------------
@@ -279,11 +295,14 @@ def _level_value(ref: LevelRef | None) -> str | None:
 
 def _segment_leaves(plan: RolePlan) -> list[Group]:
     role, spec = plan.role, plan.segments
-    count = segment_count(role.replicas, spec.size)
+    count = segment_count(role.replicas, spec.size, spec.shift)
     leaves = []
     for i in range(count):
-        positions = segment_bounds(role.replicas, spec.size, i)
-        minimum = None if plan.minimum is None else segment_min(plan.minimum, i, spec.size, len(positions))
+        positions = segment_bounds(role.replicas, spec.size, i, spec.shift)
+        if not positions:          # LWS subgroup 0 holding only the leader
+            continue
+        minimum = None if plan.minimum is None else segment_min(plan.minimum, i, spec.size, len(positions),
+                                                                spec.shift)
         leaves.append(Group(
             name=f"{role.name}-{i}",
             slots=[Slot(role.name, role.index_offset + p) for p in positions],

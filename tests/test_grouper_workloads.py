@@ -254,14 +254,14 @@ def test_segment_level_equal_to_the_required_level_is_fine():
     assert group_workload(job, TOPOLOGIES)[0].group("worker-0").required_level == "zone"
 
 
-@pytest.mark.parametrize("value", ["0", "-4", "17", "four", "2.5", "1_0", "٤"])   # Go's Atoi: no "_", only 0-9
+@pytest.mark.parametrize("value", ["0", "-4", "four", "2.5", "1_0", "٤"])   # Go's Atoi: no "_", only 0-9
 def test_invalid_segment_size(value):
     job = _tfjob()
     _worker_annotations(job)["kai.scheduler/segment-size"] = value
     with pytest.raises(GroupingError) as err:
         group_workload(job)
     assert (f"annotation kai.scheduler/segment-size={value!r} on spec.tfReplicaSpecs.Worker is invalid; "
-            f"expected an integer from 1 to 16") in str(err.value)
+            f"expected an integer >= 1 (pods per segment; the worker replicas are 16)") in str(err.value)
 
 
 def test_segment_size_equal_to_replicas_is_one_segment():
@@ -432,3 +432,48 @@ def test_a_malformed_spec_is_a_grouping_error_naming_the_field(fixture, path, fi
     _set(obj, path, "oops")
     with pytest.raises(GroupingError, match=f"{field}'oops' is invalid; expected a mapping"):
         group_workload(obj, TOPOLOGIES)
+
+
+# --- issue 13: LWS as its controller makes it, short segments ---------------------------------------
+
+def _lws_worker_annotated(size: int, subgroup: int):
+    """The common LWS shape: segment annotations on workerTemplate, no leaderTemplate."""
+    lws = workload("lws-segments.yaml")
+    template = lws["spec"]["leaderWorkerTemplate"]
+    del template["leaderTemplate"], template["subGroupPolicy"]
+    template["size"] = size
+    template["workerTemplate"]["metadata"] = {"annotations": {
+        "kai.scheduler/topology": "default", "kai.scheduler/segment-size": str(subgroup),
+        "kai.scheduler/segment-topology-required-placement": "network.example.com/rack"}}
+    return lws
+
+
+def test_lws_segment_annotations_on_worker_template_without_leader_template_are_accepted():
+    trees = group_workload(_lws_worker_annotated(4, 2), TOPOLOGIES)
+    assert len(trees) == 2
+    assert trees[0].group("leader").slots == [Slot("leader", 0)]
+
+
+@pytest.mark.parametrize("size, subgroup, expected", [
+    (4, 2, [[1], [2, 3]]),             # (4-1) % 2 != 0: worker i -> i // 2, the leader fills subgroup 0
+    (5, 2, [[1, 2], [3, 4]]),          # (5-1) % 2 == 0 and 5 % 2 != 0: worker i -> (i-1) // 2
+    (9, 4, [[1, 2, 3, 4], [5, 6, 7, 8]]),
+    (7, 3, [[1, 2, 3], [4, 5, 6]]),
+    (6, 3, [[1, 2], [3, 4, 5]]),
+])
+def test_lws_worker_segments_are_upstream_subgroups(size, subgroup, expected):
+    lws = workload("lws-segments.yaml")
+    lws["spec"]["leaderWorkerTemplate"]["size"] = size
+    lws["spec"]["leaderWorkerTemplate"]["subGroupPolicy"]["subGroupSize"] = subgroup
+    [tree, _] = group_workload(lws, TOPOLOGIES)
+    segments = tree.group("worker").children
+    assert [[slot.index for slot in g.slots] for g in segments] == expected
+
+
+def test_segment_size_above_the_replicas_is_one_short_segment_with_a_warning():
+    job = _tfjob()
+    _worker_annotations(job)["kai.scheduler/segment-size"] = "20"
+    [tree] = group_workload(job)
+    [segment] = tree.group("worker").children
+    assert len(segment.slots) == 16
+    assert any("kai.scheduler/segment-size=20" in w and "one segment of 16" in w for w in tree.warnings)

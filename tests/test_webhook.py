@@ -159,6 +159,33 @@ def test_lws_leader_is_its_own_unsegmented_subgroup(client):
     assert not set(SEGMENT_ENV) & set(env_of(pod["spec"]["containers"][0]))
 
 
+def _lws_without_leader_template() -> dict:
+    """The common LWS shape: segment annotations on workerTemplate only; the leader uses that template."""
+    lws = owners()["vllm"]
+    template = lws["spec"]["leaderWorkerTemplate"]
+    del template["leaderTemplate"], template["subGroupPolicy"]
+    template["size"] = 4
+    template["workerTemplate"].setdefault("metadata", {})["annotations"] = {
+        "kai.scheduler/topology": "default", "kai.scheduler/segment-size": "2"}
+    return lws
+
+
+@pytest.mark.parametrize("pod_name", ["vllm-0", "vllm-0-1", "vllm-1-3"])
+def test_lws_segment_annotations_on_the_worker_template_admit_every_pod(pod_name):
+    lws = _lws_without_leader_template()
+    app, _ = make_app([lws])
+    _, pod = admit_ok(TestClient(app), worker_review(lws, pod_name))
+    assert annotations(pod)["pod-group-name"].startswith("pg-vllm-")
+
+
+def test_segment_size_above_the_replicas_is_admitted_with_a_warning():
+    tfjob = tfjob_with({"kai.scheduler/segment-size": "17"})
+    app, _ = make_app([tfjob])
+    response, pod = admit_ok(TestClient(app), worker_review(tfjob, "tf-segments-worker-5"))
+    assert labels(pod)["kai.scheduler/segment-index"] == "0"
+    assert any("segment-size=17" in w and "one segment of 16" in w for w in response.get("warnings", []))
+
+
 def test_existing_annotations_with_slash_and_tilde_survive(client):
     body = payload("lws-group-1-worker-6")
     before = annotations(body["request"]["object"])
@@ -349,10 +376,9 @@ def tfjob_with(worker_annotations: dict | None = None, root_annotations: dict | 
 
 @pytest.mark.parametrize("annotations_, expected", [
     ({"kai.scheduler/segment-size": "four"},
-     ["kai.scheduler/segment-size='four'", "integer from 1 to 16"]),
-    ({"kai.scheduler/segment-size": "0"}, ["kai.scheduler/segment-size='0'", "integer from 1 to 16"]),
-    ({"kai.scheduler/segment-size": "-4"}, ["kai.scheduler/segment-size='-4'", "integer from 1 to 16"]),
-    ({"kai.scheduler/segment-size": "17"}, ["kai.scheduler/segment-size='17'", "integer from 1 to 16"]),
+     ["kai.scheduler/segment-size='four'", "integer >= 1"]),
+    ({"kai.scheduler/segment-size": "0"}, ["kai.scheduler/segment-size='0'", "integer >= 1"]),
+    ({"kai.scheduler/segment-size": "-4"}, ["kai.scheduler/segment-size='-4'", "integer >= 1"]),
     ({"kai.scheduler/segment-topology-required-placement": "row"},
      ["kai.scheduler/segment-topology-required-placement", "'row'", "valid levels", "rack"]),
 ])
