@@ -155,6 +155,22 @@ def _segment_constraint(workload: Mapping, role: RoleTemplate, family: str) -> C
     return constraint
 
 
+# the size each segment level needs, as Kueue and LWS refuse a slice / subgroup level without one
+SIZE_OF_LEVEL = {
+    f"annotation {names.SEGMENT_REQUIRED}": f"annotation {names.SEGMENT_SIZE}",
+    f"annotation {names.SEGMENT_PREFERRED}": f"annotation {names.SEGMENT_SIZE}",
+    f"annotation {names.KUEUE_SLICE_REQUIRED}": f"annotation {names.KUEUE_SLICE_SIZE}",
+    f"annotation {names.LWS_SUBGROUP_EXCLUSIVE}": "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize",
+}
+
+
+def _sizeless_segment(workload: Mapping, role: RoleTemplate, constraint: Constraint) -> str:
+    ref = constraint.refs()[0]
+    return (f"{describe(workload)}: {ref.source}={ref.value!r}{ref.where} needs a segment size: set "
+            f"{SIZE_OF_LEVEL[ref.source]} (the number of pods per segment) for the {role.name} pods, or remove "
+            f"{ref.source}")
+
+
 def _role_plan(workload: Mapping, role: RoleTemplate, family: str, warnings: list[str]) -> RolePlan:
     where = f" on {role.field}"
     constraint = Constraint(_level(role.annotations, names.KUEUE_REQUIRED, where),
@@ -167,8 +183,7 @@ def _role_plan(workload: Mapping, role: RoleTemplate, family: str, warnings: lis
     segment_constraint = _segment_constraint(workload, role, family)
     if size is None:
         if segment_constraint.refs():
-            warnings.append(f"{describe(workload)}: segment level on {role.field} ignored: no segment size "
-                            f"({names.SEGMENT_SIZE} or {names.KUEUE_SLICE_SIZE})")
+            raise GroupingError(_sizeless_segment(workload, role, segment_constraint))
         return RolePlan(role, constraint, None)
     if role.index_label is None:
         warnings.append(f"{describe(workload)}: segment annotations on {role.field} ignored: "

@@ -140,12 +140,32 @@ def test_lws_without_leader_template_uses_the_worker_template():
     assert trees[0].roles["leader"].pod_spec["containers"][0]["name"] == "vllm-worker"
 
 
-def test_lws_subgroup_exclusive_without_size_is_a_warning():
+def test_lws_subgroup_exclusive_without_size_is_refused():
     lws = workload("lws-segments.yaml")
     del lws["spec"]["leaderWorkerTemplate"]["subGroupPolicy"]
-    trees = group_workload(lws, TOPOLOGIES)
-    assert trees[0].group("worker").is_leaf
-    assert any("no segment size" in w for w in trees[0].warnings)
+    with pytest.raises(GroupingError) as err:
+        group_workload(lws, TOPOLOGIES)
+    assert ("annotation leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology='network.example.com/rack' "
+            "needs a segment size: set spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize") in str(err.value)
+
+
+@pytest.mark.parametrize("level, size", [
+    ("kai.scheduler/segment-topology-required-placement", "kai.scheduler/segment-size"),
+    ("kai.scheduler/segment-topology-preferred-placement", "kai.scheduler/segment-size"),
+    ("kueue.x-k8s.io/podset-slice-required-topology", "kueue.x-k8s.io/podset-slice-size"),
+])
+def test_segment_level_without_a_size_is_refused_naming_both_annotations(level, size):
+    job = _tfjob()
+    annotations = _worker_annotations(job)
+    for key in list(annotations):
+        if "segment" in key:
+            del annotations[key]
+    annotations[level] = "rack"
+    with pytest.raises(GroupingError) as err:
+        group_workload(job, TOPOLOGIES)
+    message = str(err.value)
+    assert f"annotation {level}='rack' on spec.tfReplicaSpecs.Worker needs a segment size" in message
+    assert f"set annotation {size}" in message
 
 
 # --- opting in, names, strategy, priority -----------------------------------------------------------

@@ -151,13 +151,47 @@ def test_elastic_pods_are_placed_at_admission_if_they_fit():
         assert result["placed"] == 0 and len(result["pods"]) == 6, policy   # 6 pods of 8 GPUs fit
 
 
-def test_grouping_errors_name_the_trace_line():
-    job = {"apiVersion": "batch/v1", "kind": "Job",
-           "metadata": {"name": "bad", "annotations": {"kai.scheduler/topology": "default",
-                                                         "kai.scheduler/topology-required-placement": "galaxy"}},
-           "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
-    with pytest.raises(WorkloadError, match="trace line 1: .*unknown level 'galaxy'"):
-        simulate("tas", parse_trace([json.dumps({"at": 0, "duration": 5, "workload": job})]))
+def _job(name: str, pods: int, annotations: dict | None = None, template_annotations: dict | None = None) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "team", "annotations": annotations or {}},
+            "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed",
+                     "template": {"metadata": {"annotations": template_annotations or {}},
+                                  "spec": {"containers": [
+                                      {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}}
+
+
+def _trace(*jobs: dict) -> list:
+    return parse_trace([json.dumps({"at": i, "duration": 5, "workload": job}) for i, job in enumerate(jobs)])
+
+
+def test_an_invalid_workload_is_never_placed_and_the_others_are_simulated():
+    bad = _job("bad", 1, {"kai.scheduler/topology": "default", "kai.scheduler/topology-required-placement": "galaxy"})
+    results = simulate("tas", _trace(_job("before", 1), bad, _job("after", 1))).results()
+    by_name = {r["workload"]: r for r in results}
+    assert by_name["team/before"]["placed"] == 0 and by_name["team/after"]["placed"] == 2
+    assert by_name["team/bad"]["placed"] is None and by_name["team/bad"]["pods"] == []
+    reason = by_name["team/bad"]["reason"]
+    assert reason.startswith("trace line 2: ") and "Job team/bad" in reason
+    assert "kai.scheduler/topology-required-placement" in reason and "unknown level 'galaxy'" in reason
+
+
+def test_segment_size_above_the_replicas_is_simulated_as_one_short_segment():
+    short = _job("short", 2, {"kai.scheduler/topology": "default"}, {"kai.scheduler/segment-size": "4"})
+    (result,) = simulate("tas", _trace(short)).results()
+    assert result["placed"] == 0 and len(result["pods"]) == 2
+
+
+def test_cli_an_invalid_workload_is_reported_not_fatal(tmp_path, capsys):
+    bad = _job("bad", 1, {"kai.scheduler/topology": "default", "kai.scheduler/topology-required-placement": "galaxy"})
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(json.dumps({"at": i, "duration": 5, "workload": job})
+                               for i, job in enumerate([bad, _job("fine", 1)])) + "\n")
+    out = tmp_path / "r.jsonl"
+    code = main(["simulate", "--cluster", CLUSTER, "--trace", str(trace), "--out", str(out)])
+    assert code == 0
+    results = {r["workload"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert results["team/fine"]["placed"] == 1
+    assert results["team/bad"]["placed"] is None and "trace line 1" in results["team/bad"]["reason"]
 
 
 def test_utilization_integrates_the_timeline():

@@ -42,6 +42,11 @@ class SimJob:
     tried_at_epoch: int = -1
     gpus: int = 0
     locality: Locality | None = None
+    invalid: bool = False                    # never simulated: `reason` says which line and field
+
+    @classmethod
+    def rejected(cls, entry: TraceEntry, reason: str) -> SimJob:
+        return cls(entry, [], [], 0, reason=reason, invalid=True)
 
     @property
     def key(self) -> str:
@@ -77,14 +82,16 @@ Progress = Callable[[int, int, float], None]     # (workloads done, workloads in
 
 
 def build_jobs(cluster: Cluster, entries: Sequence[TraceEntry]) -> list[SimJob]:
-    """Group every trace entry into its gang(s); errors name the trace line."""
+    """Group every trace entry into its gang(s); an invalid workload becomes a job that is never placed,
+    its reason naming the trace line, the object and the field."""
     jobs = []
     gpu = cluster.resources.column.get(GPU)
     for entry in entries:
         try:
             trees = gangs_of(entry.workload, cluster.topologies)
         except WorkloadError as err:
-            raise WorkloadError(f"trace line {entry.line}: {err}") from None
+            jobs.append(SimJob.rejected(entry, f"trace line {entry.line}: {err}"))
+            continue
         needs = [role_needs(cluster, tree) for tree in trees]
         mandatory = 0
         if gpu is not None:
@@ -121,7 +128,7 @@ class Simulation:
 
     # --- the event loop ----------------------------------------------------------------------------------
     def run(self) -> SimulationResult:
-        arrivals = list(self.jobs)
+        arrivals = [job for job in self.jobs if not job.invalid]
         arrivals.reverse()                   # pop() from the end gives submission order
         completions: list[tuple[float, int, SimJob]] = []
         pending: list[SimJob] = []
