@@ -48,3 +48,16 @@ def test_default_cpu_request_from_a_limit_range_is_planned_no_node_over_allocata
     assert all(placed), placed
     assert (state.cluster.free >= 0).all()
     assert max(placed.count(node) for node in placed) <= 4
+
+
+def test_gang_priority_comes_from_the_pods_the_priority_plugin_admitted():
+    job = indexed_job("urgent", pods=4, gpus=4, segment=None)
+    job["spec"]["template"]["spec"]["priorityClassName"] = "high"      # the template has no spec.priority
+    client = make_client(job)
+    pods = job_pods(job)
+    for pod in pods:
+        pod["spec"]["priority"] = 100000                              # set by the Priority admission plugin
+        pod["spec"]["preemptionPolicy"] = "Never"
+    schedule(client, pods[0])
+    tree = service(client).plans.get("team-a/pg-urgent-uid-urgent").tree
+    assert (tree.priority, tree.preemption_policy) == (100000, "Never")

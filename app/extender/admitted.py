@@ -35,7 +35,16 @@ def admitted_tree(tree: GroupTree, planned: GroupTree | None, role: str, pod: Ma
     if current is None:
         current = RoleSpec(role, sum(slot.role == role for slot in tree.slots()))
     roles[role] = replace(current, pod_spec=spec)
-    return replace(tree, roles=roles)
+    return replace(tree, roles=roles, **_admitted_priority(tree, spec))
+
+
+def _admitted_priority(tree: GroupTree, spec: Mapping) -> dict:
+    """The priority the Priority admission plugin set on the pod (from its priorityClassName or the
+    globalDefault class); the template only carries the class name."""
+    priority = spec.get("priority")
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        return {}
+    return {"priority": priority, "preemption_policy": spec.get("preemptionPolicy") or tree.preemption_policy}
 
 
 def differs(planned: GroupTree, tree: GroupTree) -> list[str]:
