@@ -28,7 +28,7 @@ from topology.resources import BASE_RESOURCES, pod_requests
 from ..logs import fields, get_logger
 from ..plans import BOUND, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
 from ..state import ServiceState
-from . import admitted, planning, yielding
+from . import admitted, minimum, planning, yielding
 from .admitted import admitted_tree
 from .binding import Binder
 from .preemption import keep_helpful_victims
@@ -83,6 +83,9 @@ class GangScheduler:
                 return None, self._refuse_all(candidates, str(err))
             if ident is None:
                 return None, self._plain_filter(pod, candidates)
+            waiting = minimum.waiting_for_members(ident.tree)
+            if waiting and state.plans.get(ident.gang) is None:
+                return ident.gang, self._refuse_all(candidates, waiting)
             plan = self._plan_of(ident, pod, candidates)
             if self.preemptor is not None:
                 held = self.preemptor.intercept(plan, pod, candidates)
