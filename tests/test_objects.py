@@ -101,3 +101,17 @@ def test_topology_kinds(api_version, kind, expected):
     sorted_objects = ClusterObjects.from_objects([obj])
     assert (sorted_objects.topologies == [obj]) is expected
     assert (sorted_objects.other == [obj]) is not expected
+
+
+def test_yaml_is_parsed_with_libyaml_when_present():
+    import yaml
+
+    import topology.objects as objects
+
+    expected = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+    assert objects.YAML_LOADER is expected
+
+
+def test_yaml_loader_stays_safe():
+    with pytest.raises(ObjectsError, match="not valid YAML"):
+        parse_objects("kind: Pod\nspec: !!python/object/apply:os.system ['true']\n")

@@ -157,6 +157,16 @@ def test_inner_min_member_counts_pods_of_the_subtree():
     assert not refused.placed
 
 
+def test_binpack_mandatory_pods_leave_room_for_the_elastic_ones():
+    # rack 0 holds 4 pods (the tightest fit for the 4 mandatory ones), rack 1 holds all 8
+    shape = (1, 1, 2, 8)
+    topology = grid_topology(shape)
+    free = gpus(topology, busy=[node(0, 0, 0, h, shape) for h in range(4)])
+    _, plan = place(leaf("job", "w", range(8), min_member=4, required_level="rack"), topology, free)
+    assert plan.placed and len(plan.slots) == 8 and not plan.unplaced
+    assert plan.groups["job"].domain == "z0/z0-b0/z0-b0-r1"
+
+
 # --- strategies, exclusivity, rank order ------------------------------------------------------------------------
 
 def test_binpack_takes_the_tightest_rack_and_spread_the_emptiest():

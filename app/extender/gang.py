@@ -28,7 +28,8 @@ from topology.resources import BASE_RESOURCES, pod_requests
 from ..logs import fields, get_logger
 from ..plans import BOUND, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
 from ..state import ServiceState
-from . import planning, yielding
+from . import admitted, planning, yielding
+from .admitted import admitted_tree
 from .binding import Binder
 from .preemption import keep_helpful_victims
 from .refusal_cache import refusal_key, still_refused
@@ -146,15 +147,22 @@ class GangScheduler:
     def _plan_of(self, ident, pod: Mapping, candidates: Sequence[str]) -> GangPlan:
         state = self.state
         plan = state.plans.get(ident.gang)
-        if plan is not None and plan.status == GANG_REFUSED and not still_refused(state, plan, ident.tree):
+        same = plan is not None and plan.tree.slots() == ident.tree.slots()
+        tree = admitted_tree(ident.tree, plan.tree if same else None, ident.slot.role, pod)
+        if same and admitted.differs(plan.tree, tree):
+            log.info("pods differ from the plan; re-planning with the admitted shape",
+                     extra=fields(gang=plan.key, pod=pod_key(pod), roles=admitted.differs(plan.tree, tree)))
+            state.drop_plan(plan.key, "the admitted pods differ from the planned shape")
+            plan = None
+        if plan is not None and plan.status == GANG_REFUSED and not still_refused(state, plan, tree):
             state.plans.pop(plan.key)
             plan = None
-        if plan is not None and plan.status != GANG_REFUSED and plan.tree.slots() != ident.tree.slots():
+        if plan is not None and plan.status != GANG_REFUSED and plan.tree.slots() != tree.slots():
             log.info("gang changed shape; re-planning", extra=fields(gang=plan.key, pod=pod_key(pod)))
             state.drop_plan(plan.key, "the workload changed")
             plan = None
         if plan is None:
-            plan = self.plan_gang(ident.tree, candidates={ident.slot.role: list(candidates)}, pod=pod_key(pod))
+            plan = self.plan_gang(tree, candidates={ident.slot.role: list(candidates)}, pod=pod_key(pod))
         return plan
 
     def plan_gang(self, tree: GroupTree, candidates: Mapping[str, Sequence[str]] | None = None,

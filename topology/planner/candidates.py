@@ -97,7 +97,22 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
         for above in range(level + 1):
             shared += layout.ancestors(level, above)[domains] == layout.node_domain[above][near]
         keys.append(-shared)
+    if primary is not None and not spread:
+        # binpack: a domain that also holds the group's own elastic pods before a tighter one
+        short = np.zeros(len(domains), dtype=bool)
+        for role, want in elastic_want(group).items():
+            short |= state.count(role, level, domains) < want
+        keys.append(short.astype(np.int64))
     if room is not None and not shape.hard:
         keys.append((room[keep] < shape.count).astype(np.int64))
     order = np.lexsort(keys)
     return domains[order[:limit]]
+
+
+def elastic_want(group: GroupInfo) -> dict[str, int]:
+    """Pods per role the subtree places when every elastic pod fits: its minimums plus its elastic pods."""
+    want = dict(group.need)
+    for leaf in group.walk():
+        for role, ids in leaf.optional:
+            want[role] = want.get(role, 0) + len(ids)
+    return want

@@ -1,0 +1,52 @@
+"""The gang as admitted: admission changes pods after the template (ExtendedResourceToleration adds GPU
+tolerations, LimitRanger fills default requests, webhooks add selectors). The first pod of a role that
+reaches the filter tells the role's true shape; the planner sizes that role's slots and filters its nodes
+from it. A later pod whose shape differs from its role's makes the gang re-plan."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from topology.groups import GroupTree, RoleSpec
+from topology.resources import pod_requests
+
+
+class AdmittedSpec(dict):
+    """A role's pod spec taken from a pod the API server admitted (not from the template)."""
+
+
+def shape(spec: Mapping) -> tuple:
+    """What placement depends on: requests, tolerations, node selector and node affinity (pod affinity
+    may name the pod's own group, so it differs between pods of one role)."""
+    return (sorted(pod_requests(spec).items()), repr(spec.get("tolerations") or []),
+            sorted((spec.get("nodeSelector") or {}).items()), repr((spec.get("affinity") or {}).get("nodeAffinity")))
+
+
+def admitted_tree(tree: GroupTree, planned: GroupTree | None, role: str, pod: Mapping) -> GroupTree:
+    """`tree` (from the workload) with the roles already admitted in `planned` and `role` from `pod`."""
+    roles = dict(tree.roles)
+    if planned is not None:
+        for name, spec in planned.roles.items():
+            if name in roles and isinstance(spec.pod_spec, AdmittedSpec):
+                roles[name] = replace(roles[name], pod_spec=spec.pod_spec)
+    spec = AdmittedSpec(pod.get("spec") or {})
+    spec.pop("nodeName", None)
+    current = roles.get(role)
+    if current is None:
+        current = RoleSpec(role, sum(slot.role == role for slot in tree.slots()))
+    roles[role] = replace(current, pod_spec=spec)
+    return replace(tree, roles=roles, **_admitted_priority(tree, spec))
+
+
+def _admitted_priority(tree: GroupTree, spec: Mapping) -> dict:
+    """The priority the Priority admission plugin set on the pod (from its priorityClassName or the
+    globalDefault class); the template only carries the class name."""
+    priority = spec.get("priority")
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        return {}
+    return {"priority": priority, "preemption_policy": spec.get("preemptionPolicy") or tree.preemption_policy}
+
+
+def differs(planned: GroupTree, tree: GroupTree) -> list[str]:
+    """Roles whose shape in `tree` is not the one `planned` was planned with."""
+    return [role for role in tree.roles if shape(planned.pod_spec(role)) != shape(tree.pod_spec(role))]
