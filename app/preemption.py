@@ -198,7 +198,7 @@ class Preemptor:
         state = self.state
         bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
         # exclusive groups: the same occupancy as the normal path; select_victims subtracts each choice's victims
-        others = exclusive_occupancy(state, tree)
+        others = exclusive_occupancy(state, tree, also=_evictable)
         try:
             inp = plan_input(state, tree, bound=bound, others=others)
         except (ValueError, KeyError) as err:
@@ -471,6 +471,11 @@ def running_gangs(state: ServiceState) -> list[RunningGang]:
         elastic = _elastic_pods(state, gang, pods, slot_of)
         gangs.append(RunningGang(gang, priorities[gang], pods, elastic=elastic))
     return gangs
+
+
+def _evictable(pod: Mapping, key: str) -> bool:
+    """Preemption empties an exclusive domain of every pod it may evict (DaemonSet pods stay)."""
+    return victim_group(pod, key) is not None
 
 
 def victim_group(pod: Mapping, key: str) -> str | None:

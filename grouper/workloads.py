@@ -14,9 +14,12 @@ from topology.tree import TopologyTree
 
 from . import names
 from .errors import GroupingError, describe, invalid
-from .kinds import RoleTemplate, WorkloadShape, annotations_of, count_field, parse_int, workload_shape
+from .kinds import (RoleTemplate, WorkloadShape, annotations_of, count_field, family_of, parse_int,
+                    workload_shape)
 from .levels import LevelRef, check_not_coarser, find_topology, infer_topology, level_index
 from .segments import lws_subgroup_shift, segment_bounds, segment_count, segment_min
+
+SUBGROUP_SIZE_FIELD = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
 
 # Level annotations that mean nothing without kai.scheduler/topology naming the topology.
 KAI_LEVEL_SOURCES = {f"annotation {key}" for key in (names.REQUIRED, names.PREFERRED, names.SEGMENT_REQUIRED,
@@ -38,6 +41,7 @@ class SegmentSpec:
     size: int
     constraint: Constraint = field(default_factory=Constraint)
     shift: int = 0                     # places of segment 0 held outside the role (LWS leader)
+    source: str = ""                   # the annotation or field that set the size
 
 
 @dataclass
@@ -124,7 +128,7 @@ def _segment_size(workload: Mapping, role: RoleTemplate, family: str,
     if family == "lws" and role.name == "worker":
         policy = ((workload.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("subGroupPolicy") or {}
         if policy.get("subGroupSize") is not None:
-            field_name = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
+            field_name = SUBGROUP_SIZE_FIELD
             size = count_field(workload, field_name, policy["subGroupSize"], 1, minimum=1)
             return size, field_name
     where = f" on {role.field}"
@@ -190,11 +194,8 @@ def _role_plan(workload: Mapping, role: RoleTemplate, family: str, warnings: lis
                         f"{workload.get('kind')} pods carry no index; set {names.POD_INDEX_LABEL} to the "
                         f"pod label that holds each pod's index")
         return RolePlan(role, constraint, None)
-    shift = 0
-    if family == "lws" and size[1].startswith("spec."):
-        group_size = role.replicas + 1
-        shift = lws_subgroup_shift(group_size, size[0])
-    return RolePlan(role, constraint, SegmentSpec(size[0], segment_constraint, shift))
+    shift = lws_subgroup_shift(role.replicas + 1, size[0]) if size[1] == SUBGROUP_SIZE_FIELD else 0
+    return RolePlan(role, constraint, SegmentSpec(size[0], segment_constraint, shift, size[1]))
 
 
 # --- elasticity ----------------------------------------------------------------------------------
@@ -308,19 +309,21 @@ def _level_value(ref: LevelRef | None) -> str | None:
     return ref.value if ref else None
 
 
-def _segment_leaves(plan: RolePlan) -> list[Group]:
+def _segment_leaves(plan: RolePlan, lead: list[Slot]) -> list[Group]:
+    """`lead`: slots of other roles in segment 0 (the LWS leader is in subgroup 0)."""
     role, spec = plan.role, plan.segments
     count = segment_count(role.replicas, spec.size, spec.shift)
     leaves = []
     for i in range(count):
         positions = segment_bounds(role.replicas, spec.size, i, spec.shift)
-        if not positions:          # LWS subgroup 0 holding only the leader
+        extra = lead if i == 0 else []
+        if not positions and not extra:
             continue
         minimum = None if plan.minimum is None else segment_min(plan.minimum, i, spec.size, len(positions),
-                                                                spec.shift)
+                                                                spec.shift) + len(extra)
         leaves.append(Group(
             name=f"{role.name}-{i}",
-            slots=[Slot(role.name, role.index_offset + p) for p in positions],
+            slots=extra + [Slot(role.name, role.index_offset + p) for p in positions],
             min_member=minimum,
             required_level=_level_value(spec.constraint.required),
             preferred_level=_level_value(spec.constraint.preferred),
@@ -329,12 +332,13 @@ def _segment_leaves(plan: RolePlan) -> list[Group]:
     return leaves
 
 
-def _role_group(plan: RolePlan) -> Group:
-    group = Group(name=plan.role.name, min_member=plan.minimum,
+def _role_group(plan: RolePlan, lead: list[Slot]) -> Group:
+    minimum = None if plan.minimum is None else plan.minimum + len(lead)
+    group = Group(name=plan.role.name, min_member=minimum,
                   required_level=_level_value(plan.constraint.required),
                   preferred_level=_level_value(plan.constraint.preferred))
     if plan.segments:
-        group.children = _segment_leaves(plan)
+        group.children = _segment_leaves(plan, lead)
     else:
         group.slots = [Slot(plan.role.name, index) for index in plan.role.indexes()]
     return group
@@ -364,9 +368,24 @@ def _priority(shape: WorkloadShape) -> tuple[int, str]:
     return priority, policy
 
 
+def _leader_in_subgroup_zero(workload: Mapping, plans: list[RolePlan]) -> bool:
+    """Upstream LWS labels the leader subgroup 0 when subGroupSize is set (unless the policy type is
+    LeaderExcluded), so its subgroup affinity ties it to the first workers: it joins segment worker-0."""
+    if family_of(workload) != "lws":
+        return False
+    worker = next((p for p in plans if p.role.name == "worker"), None)
+    if worker is None or worker.segments is None or worker.segments.source != SUBGROUP_SIZE_FIELD:
+        return False
+    policy = ((workload.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("subGroupPolicy") or {}
+    return policy.get("subGroupType") != "LeaderExcluded"
+
+
 def _tree(workload: Mapping, name: str, root: Constraint, plans: list[RolePlan], topology: str | None,
           strategy: str | None, shape: WorkloadShape, warnings: list[str]) -> GroupTree:
-    children = [_role_group(plan) for plan in plans]
+    joined = _leader_in_subgroup_zero(workload, plans)
+    lead = [Slot("leader", 0)] if joined else []
+    children = [_role_group(plan, lead if plan.role.name == "worker" else [])
+                for plan in plans if not (joined and plan.role.name == "leader")]
     elastic = any(plan.minimum is not None for plan in plans)
     root_min = sum(plan.role.replicas if plan.minimum is None else plan.minimum for plan in plans)
     root_group = Group(name=name, children=children, min_member=root_min if elastic else None,

@@ -143,12 +143,14 @@ def test_identify_lws_worker_subtracts_the_leader():
     lws = workload("lws-segments.yaml")
     pods = _by_name(expand_pods(lws))
     first = identify_pod(pods["vllm-0-1"], lws)
-    assert first.subgroup == "worker-0" and first.rank == 0 and first.slot == Slot("worker", 1)
+    assert first.subgroup == "worker-0" and first.rank == 1 and first.slot == Slot("worker", 1)   # leader is rank 0
     fifth = identify_pod(pods["vllm-1-5"], lws)
     assert fifth.subgroup == "worker-1" and fifth.rank == 0
     assert fifth.podgroup_name == "pg-vllm-1-0b6a2d7e-3c1f-49a1-b2f0-6e7d8c9a0003"
     leader = identify_pod(pods["vllm-1"], lws)
-    assert leader.subgroup == "leader" and leader.slot == Slot("leader", 0) and leader.segment is None
+    # upstream LWS puts the leader in subgroup 0
+    assert leader.subgroup == "worker-0" and leader.slot == Slot("leader", 0) and leader.rank == 0
+    assert leader.segment.index == 0
 
 
 def test_identify_elastic_segment_pod():

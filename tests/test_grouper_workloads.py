@@ -121,11 +121,10 @@ def test_lws_size_9_one_leader_segments_of_4():
                                        "pg-vllm-1-0b6a2d7e-3c1f-49a1-b2f0-6e7d8c9a0003"]
     for tree in trees:
         assert tree.root.required_level == "network.example.com/block" and tree.root.exclusive
-        assert tree.group("leader").slots == [Slot("leader", 0)]
         segments = tree.group("worker").children
         assert [g.name for g in segments] == ["worker-0", "worker-1"]
-        # worker-index 1..4 -> segment 0, 5..8 -> segment 1 (the leader is subtracted)
-        assert segments[0].slots == [Slot("worker", i) for i in (1, 2, 3, 4)]
+        # upstream subgroups: the leader and worker-index 1..4 -> segment 0, 5..8 -> segment 1
+        assert segments[0].slots == [Slot("leader", 0)] + [Slot("worker", i) for i in (1, 2, 3, 4)]
         assert segments[1].slots == [Slot("worker", i) for i in (5, 6, 7, 8)]
         assert all(g.exclusive and g.required_level == "network.example.com/rack" for g in segments)
         assert segments[1].segment == SegmentInfo("worker", 1, 4, 2)
@@ -475,11 +474,13 @@ def test_lws_segment_annotations_on_worker_template_without_leader_template_are_
 
 
 @pytest.mark.parametrize("size, subgroup, expected", [
-    (4, 2, [[1], [2, 3]]),             # (4-1) % 2 != 0: worker i -> i // 2, the leader fills subgroup 0
-    (5, 2, [[1, 2], [3, 4]]),          # (5-1) % 2 == 0 and 5 % 2 != 0: worker i -> (i-1) // 2
-    (9, 4, [[1, 2, 3, 4], [5, 6, 7, 8]]),
-    (7, 3, [[1, 2, 3], [4, 5, 6]]),
-    (6, 3, [[1, 2], [3, 4, 5]]),
+    # index 0 is the leader, in subgroup 0 as upstream labels it
+    (4, 2, [[0, 1], [2, 3]]),             # (4-1) % 2 != 0: worker i -> i // 2, the leader fills subgroup 0
+    (5, 2, [[0, 1, 2], [3, 4]]),          # (5-1) % 2 == 0 and 5 % 2 != 0: worker i -> (i-1) // 2, leader extra
+    (9, 4, [[0, 1, 2, 3, 4], [5, 6, 7, 8]]),
+    (7, 3, [[0, 1, 2, 3], [4, 5, 6]]),
+    (6, 3, [[0, 1, 2], [3, 4, 5]]),
+    (3, 1, [[0], [1], [2]]),              # subgroup 0 holds only the leader
 ])
 def test_lws_worker_segments_are_upstream_subgroups(size, subgroup, expected):
     lws = workload("lws-segments.yaml")

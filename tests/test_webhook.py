@@ -145,18 +145,19 @@ def test_lws_worker_index_starts_after_the_leader(client):
     validate_pod(pod)
 
 
-def test_lws_first_worker_is_segment_zero_rank_zero(client):
+def test_lws_first_worker_is_segment_zero_rank_one_after_the_leader(client):
     _, pod = admit_ok(client, worker_review(owners()["vllm"], "vllm-0-1"))
     env = env_of(pod["spec"]["containers"][0])
-    assert (env["KAI_SEGMENT_INDEX"], env["KAI_SEGMENT_RANK"]) == ("0", "0")
+    assert (env["KAI_SEGMENT_INDEX"], env["KAI_SEGMENT_RANK"], env["KAI_SEGMENT_SIZE"]) == ("0", "1", "4")
     assert annotations(pod)["pod-group-name"].startswith("pg-vllm-0-")
 
 
-def test_lws_leader_is_its_own_unsegmented_subgroup(client):
+def test_lws_leader_is_in_subgroup_zero_as_upstream_labels_it(client):
     _, pod = admit_ok(client, payload("lws-group-0-leader"))
-    assert labels(pod)["kai.scheduler/subgroup-name"] == "leader"
-    assert "kai.scheduler/segment-index" not in labels(pod)
-    assert not set(SEGMENT_ENV) & set(env_of(pod["spec"]["containers"][0]))
+    assert labels(pod)["kai.scheduler/subgroup-name"] == "worker-0"
+    assert labels(pod)["kai.scheduler/segment-index"] == "0"
+    env = env_of(pod["spec"]["containers"][0])
+    assert (env["KAI_SEGMENT_INDEX"], env["KAI_SEGMENT_RANK"]) == ("0", "0")
 
 
 def _lws_without_leader_template() -> dict:

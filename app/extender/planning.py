@@ -14,6 +14,7 @@ from topology.planner import build_plan_input, plan_gang
 
 from ..state import ServiceState
 from .names import candidate_mask
+from .occupancy import exclusive_occupancy, occupied_count
 
 __all__ = ["GroupingError", "exclusive_occupancy", "identify", "occupied_count", "plan", "plan_input"]
 
@@ -108,21 +109,3 @@ def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str
         others = exclusive_occupancy(state, tree)
     return build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
                             candidates=masks, occupied_nodes=None if others is None else others > 0, free=free)
-
-
-def exclusive_occupancy(state: ServiceState, tree: GroupTree) -> np.ndarray | None:
-    """occupied_count for a gang with an exclusive group; None (nothing to keep apart) otherwise."""
-    return occupied_count(state, tree) if any(g.exclusive for g in tree.groups()) else None
-
-
-def occupied_count(state: ServiceState, tree: GroupTree) -> np.ndarray:
-    """Per node, the pods and reservations of anything but this gang (preemption subtracts its victims)."""
-    cluster = state.cluster
-    pods = cluster.resources.column["pods"]
-    total = cluster.capacity.used[:, pods] + cluster.capacity.reserved[:, pods]
-    own = [u.node for key, u in cluster.reservations.items() if key.startswith(f"gang:{tree.key}#")]
-    own += [cluster.node_index[node] for _, node in state.bound.get(tree.key, {}).values()
-            if node in cluster.node_index]
-    counts = np.zeros(len(cluster.nodes), dtype=np.int64)
-    np.add.at(counts, np.asarray(own, dtype=np.int64), 1)
-    return np.maximum(total.astype(np.int64) - counts, 0)
