@@ -1,0 +1,172 @@
+"""The whole end-to-end cluster: control plane, the extender installed from `manifests/`, two schedulers.
+
+- `tas-scheduler`: kube-scheduler with the KubeSchedulerConfiguration that `manifests/` ships, its extender URL
+  and CA rewritten to the test's; `default-scheduler`: a plain kube-scheduler beside it, as in a real cluster.
+- The extender runs with the ServiceAccount and ClusterRole of `manifests/` (a token from the TokenRequest API),
+  and is the pods' mutating webhook through the MutatingWebhookConfiguration of `manifests/`.
+- GPU nodes are Node objects with a patched status, tainted `nvidia.com/gpu=present:NoSchedule`.
+"""
+from __future__ import annotations
+
+import base64
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as kube_config
+
+from controlplane import ControlPlane, write_kubeconfig
+from service import REPO, Extender, ReadyProxy
+
+MANIFESTS = REPO / "manifests" / "base"
+TOPOLOGY = "e2e"
+LEVELS = ("e2e.example.com/zone", "e2e.example.com/block", "e2e.example.com/rack", "kubernetes.io/hostname")
+ALIASES = ("zone", "block", "rack", "host")
+GPU = "nvidia.com/gpu"
+GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
+
+
+def manifest(name: str) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all((MANIFESTS / name).read_text()) if doc]
+
+
+def scheduler_config(extender_url: str, ca_pem: bytes) -> dict:
+    """The shipped KubeSchedulerConfiguration, pointed at this test's extender."""
+    (config_map,) = manifest("scheduler-config.yaml")
+    config = yaml.safe_load(config_map["data"]["config.yaml"])
+    for extender in config["extenders"]:
+        extender["urlPrefix"] = f"{extender_url}/scheduler"
+        extender["tlsConfig"] = {"caData": base64.b64encode(ca_pem).decode()}
+    return config
+
+
+def webhook_config(url: str, ca_pem: bytes) -> dict:
+    """The shipped MutatingWebhookConfiguration, calling this test's extender directly."""
+    (config,) = manifest("webhook.yaml")
+    for hook in config["webhooks"]:
+        hook["clientConfig"] = {"url": f"{url}/mutate", "caBundle": base64.b64encode(ca_pem).decode()}
+    return config
+
+
+class E2ECluster:
+    def __init__(self, plane: ControlPlane, replicas: int = 1, extender_args: tuple[str, ...] = ()):
+        self.plane = plane
+        self.api = kube_config.new_client_from_config(config_file=str(plane.admin_kubeconfig))
+        self.core = k8s.CoreV1Api(self.api)
+        self.custom = k8s.CustomObjectsApi(self.api)
+        self.replicas, self.extender_args = replicas, extender_args
+
+    def install(self) -> "E2ECluster":
+        plane = self.plane
+        ca_pem = plane.certs.ca_crt.read_bytes()
+        self.apply(manifest("topology-crd.yaml") + yaml_docs(Path(__file__).with_name("crds.yaml")))
+        self.apply(manifest("namespace.yaml") + manifest("extender-rbac.yaml"))
+        plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        self.apply([{"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": TOPOLOGY},
+                     "spec": {"levels": [{"nodeLabel": label, "alias": alias}
+                                        for label, alias in zip(LEVELS, ALIASES)]}}])
+        token = plane.kubectl("-n", "tas-system", "create", "token", "tas-extender", "--duration=6h").strip()
+        kubeconfig = write_kubeconfig(plane.folder / "tas-extender.kubeconfig", plane.server,
+                                      plane.certs.ca_crt, token=token)
+        serving = plane.certs.issue("tas-extender", "/CN=tas-extender", server=True)
+        self.extender = Extender(plane.folder, kubeconfig, serving, plane.certs.ca_crt, self.replicas,
+                                 self.extender_args)
+        self.proxy = ReadyProxy(self.extender)
+        self.url = f"https://127.0.0.1:{self.proxy.port}"
+        self.extender.start_all()
+        self.apply([webhook_config(self.url, ca_pem)])
+        plane.start_scheduler("tas-scheduler", scheduler_config(self.url, ca_pem))
+        plane.start_scheduler("default-scheduler", {
+            "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+            "profiles": [{"schedulerName": "default-scheduler"}]})
+        return self
+
+    def stop(self) -> None:
+        if hasattr(self, "extender"):
+            self.extender.stop()
+            self.proxy.close()
+
+    # --- objects -------------------------------------------------------------------------------------------
+
+    def apply(self, objects: list[dict], namespace: str | None = None) -> None:
+        args = ["apply", "--server-side", "--force-conflicts", "-f", "-"]
+        self.plane.kubectl(*(["-n", namespace] if namespace else []), *args,
+                           stdin=yaml.safe_dump_all(objects))
+
+    def add_gpu_nodes(self, names_and_domains: dict[str, tuple[str, str, str]], gpus: int = 8,
+                      cpu: str = "64", memory: str = "512Gi", taint: bool = True) -> None:
+        """Nodes `name -> (zone, block, rack)`, Ready, with `gpus` allocatable and the GPU taint."""
+        def add(item):
+            name, (zone, block, rack) = item
+            labels = dict(zip(LEVELS, (zone, block, rack, name)))
+            self.core.create_node(k8s.V1Node(metadata=k8s.V1ObjectMeta(name=name, labels=labels)))
+            resources = {"cpu": cpu, "memory": memory, "pods": "110", GPU: str(gpus)}
+            self.core.patch_node_status(name, {"status": {
+                "capacity": resources, "allocatable": resources,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "E2E",
+                                "lastHeartbeatTime": now(), "lastTransitionTime": now()}]}})
+            # Creating a node adds node.kubernetes.io/not-ready; with no kubelet nothing would remove it.
+            self.core.patch_node(name, {"spec": {"taints": [GPU_TAINT] if taint else None}})
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(add, names_and_domains.items()))
+
+    def set_ready(self, node: str, ready: bool) -> None:
+        self.core.patch_node_status(node, {"status": {"conditions": [{
+            "type": "Ready", "status": "True" if ready else "False", "reason": "E2E",
+            "lastHeartbeatTime": now(), "lastTransitionTime": now()}]}})
+
+    def delete_nodes(self, names) -> None:
+        for name in names:
+            self.core.delete_node(name, _preload_content=False)
+
+    def pods(self, namespace: str, selector: str = "") -> list:
+        return self.core.list_namespaced_pod(namespace, label_selector=selector).items
+
+    def wait_bound(self, namespace: str, count: int, selector: str = "", timeout: float = 60) -> list:
+        """At least `count` pods bound (spec.nodeName set); fails with the pods' scheduling messages."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pods = self.pods(namespace, selector)
+            bound = [p for p in pods if p.spec.node_name]
+            if len(bound) >= count:
+                return bound
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(bound)} of {count} pods bound after {timeout:.0f} s in {namespace}; "
+                                     f"{len(pods)} exist\n{self.describe(namespace)}")
+            time.sleep(0.25)
+
+    def describe(self, namespace: str) -> str:
+        """Why pods wait: their PodScheduled conditions and the last events."""
+        lines = []
+        for pod in self.pods(namespace):
+            scheduled = [c for c in (pod.status.conditions or []) if c.type == "PodScheduled"]
+            message = scheduled[0].message if scheduled else ""
+            lines.append(f"  {pod.metadata.name}: node={pod.spec.node_name} {message or ''}"[:300])
+        events = self.core.list_namespaced_event(namespace).items[-8:]
+        lines += [f"  event {e.reason}: {e.message}"[:300] for e in events]
+        return "\n".join(lines)
+
+    def clean_namespace(self, namespace: str) -> None:
+        """Delete the namespace's controllers, then its pods at once (no kubelet finishes graceful deletion)."""
+        self.plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pods = self.pods(namespace)
+            if not pods:
+                return
+            for pod in pods:
+                try:
+                    self.core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
+                except k8s.ApiException:
+                    pass
+            time.sleep(0.3)
+
+
+def yaml_docs(path: Path) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

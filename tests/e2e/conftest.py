@@ -1,0 +1,79 @@
+"""Fixtures of the end-to-end tests: one real control plane per session, a namespace and nodes per test.
+
+Set TAS_K8S_ASSETS to a folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl
+(`.ci/run` unpacks ../shared/k8s there); without it every test here is skipped with the reason.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+
+from cluster import E2ECluster
+from controlplane import ControlPlane, find_binaries
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory):
+    binaries, reason = find_binaries()
+    if reason:
+        pytest.skip(reason)
+    plane = ControlPlane(binaries, tmp_path_factory.mktemp("control-plane"))
+    try:
+        yield plane.start()
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(control_plane):
+    e2e = E2ECluster(control_plane)
+    try:
+        yield e2e.install()
+    finally:
+        e2e.stop()
+
+
+_serial = itertools.count(1)
+
+
+class TestNamespace:
+    """A namespace of one test, and the nodes it added; `node(...)` names are unique in the session."""
+
+    def __init__(self, cluster: E2ECluster, name: str):
+        self.cluster, self.name = cluster, name
+        self.nodes: list[str] = []
+        cluster.core.create_namespace({"metadata": {"name": name}})
+
+    def add_nodes(self, layout: dict[str, tuple[str, str, str]], **kwargs) -> list[str]:
+        """Nodes named `<ns>-<key>` in domains prefixed by the namespace (so tests never share a domain)."""
+        nodes = {f"{self.name}-{key}": tuple(f"{self.name}-{d}" for d in domains)
+                 for key, domains in layout.items()}
+        self.cluster.add_gpu_nodes(nodes, **kwargs)
+        self.nodes += list(nodes)
+        return list(nodes)
+
+    def apply(self, *objects: dict) -> None:
+        self.cluster.apply(list(objects), namespace=self.name)
+
+    def close(self) -> None:
+        self.cluster.clean_namespace(self.name)
+        self.cluster.delete_nodes(self.nodes)
+
+
+@pytest.fixture
+def ns(cluster, request):
+    name = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower().removeprefix("test_"))[:40].strip("-")
+    namespace = TestNamespace(cluster, f"{name}-{next(_serial)}")
+    yield namespace
+    if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
+        print(cluster.extender.logs())
+    namespace.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

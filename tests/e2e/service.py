@@ -1,0 +1,144 @@
+"""tas-extender replicas as subprocesses in cluster mode, behind a stand-in for their Kubernetes Service.
+
+In a cluster, kube-scheduler and the API server reach the extender through a Service whose endpoints are the
+Ready pods, and only the Lease holder reports Ready. `ReadyProxy` does the same on loopback: each new TCP
+connection goes to the first replica whose /readyz answers 200 (TLS passes through untouched).
+"""
+from __future__ import annotations
+
+import socket
+import ssl
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from controlplane import Process, free_port, start, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Replica:
+    name: str
+    port: int
+    process: Process | None = None
+
+    def ready(self, ca: Path) -> bool:
+        context = ssl.create_default_context(cafile=str(ca))
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{self.port}/readyz", context=context,
+                                        timeout=1) as answer:
+                return answer.status == 200
+        except Exception:  # noqa: BLE001 - down, standby or syncing
+            return False
+
+
+class Extender:
+    """Replicas of `tas-extender serve --kubeconfig ... --leader-elect` with one serving certificate."""
+
+    def __init__(self, folder: Path, kubeconfig: Path, cert: tuple[Path, Path], ca: Path, replicas: int = 1,
+                 extra_args: tuple[str, ...] = ()):
+        self.folder, self.kubeconfig, self.cert, self.ca = folder, kubeconfig, cert, ca
+        self.extra_args = extra_args
+        self.replicas = [Replica(f"tas-extender-{i}", free_port()) for i in range(replicas)]
+
+    def start(self, replica: Replica) -> None:
+        argv = [sys.executable, "-m", "app.cli", "serve", "--kubeconfig", self.kubeconfig,
+                "--host", "127.0.0.1", "--port", replica.port,
+                "--tls-cert", self.cert[0], "--tls-key", self.cert[1],
+                "--leader-elect", "--lease-namespace", "tas-system", "--lease-name", "tas-extender",
+                "--scheduler-name", "tas-scheduler", "--log-level", "info", *self.extra_args]
+        env = {"PATH": "/usr/bin:/bin", "POD_NAME": replica.name, "PYTHONPATH": str(REPO),
+               "HOME": str(self.folder)}
+        replica.process = start(replica.name, argv, self.folder, env=env)
+
+    def start_all(self) -> None:
+        for replica in self.replicas:
+            self.start(replica)
+        self.wait_leader()
+
+    def wait_leader(self, timeout: float = 60) -> Replica:
+        return wait_until(self.leader, timeout, "a ready tas-extender replica", interval=0.2)
+
+    def leader(self) -> Replica | None:
+        for replica in self.replicas:
+            if replica.process and replica.process.popen.poll() is None and replica.ready(self.ca):
+                return replica
+        return None
+
+    def kill(self, replica: Replica) -> None:
+        """As a node failure or OOM kill would: no chance to release the Lease."""
+        import signal
+        replica.process.stop(signal.SIGKILL)
+
+    def stop(self) -> None:
+        for replica in self.replicas:
+            if replica.process:
+                replica.process.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {r.name}\n{r.process.tail(40)}" for r in self.replicas if r.process)
+
+
+class ReadyProxy:
+    """A TCP listener that forwards each connection to the extender's current leader."""
+
+    def __init__(self, extender: Extender):
+        self.extender = extender
+        self.port = free_port()
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self._chosen: tuple[float, Replica | None] = (0.0, None)
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True, name="ready-proxy").start()
+
+    def _backend(self) -> Replica | None:
+        when, replica = self._chosen
+        if replica is None or time.monotonic() - when > 0.5:
+            replica = self.extender.leader()
+            self._chosen = (time.monotonic(), replica)
+        return replica
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        replica = self._backend()
+        if replica is None:
+            client.close()
+            return
+        try:
+            backend = socket.create_connection(("127.0.0.1", replica.port), timeout=5)
+        except OSError:
+            self._chosen = (0.0, None)
+            client.close()
+            return
+        backend.settimeout(None)
+        threading.Thread(target=_pump, args=(backend, client), daemon=True).start()
+        _pump(client, backend)
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+
+
+def _pump(source: socket.socket, target: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            target.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (source, target):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()

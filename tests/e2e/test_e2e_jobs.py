@@ -1,0 +1,46 @@
+"""Gangs made by the real Job controller, and a PodGroup whose pods trickle in."""
+from __future__ import annotations
+
+import time
+
+from workloads import BLOCK, RACK, ZONE, distinct, indexed_job, segments, topology
+
+TWO_ZONES = {f"{z}{r}{n}": (f"zone-{z}", f"block-{z}", f"rack-{z}{r}") for z in "ab" for r in "12" for n in "1234"}
+
+
+def test_indexed_job_from_the_job_controller_is_one_gang_in_racks(cluster, ns):
+    """The Job controller creates pods in slow-start batches (1, 2, 4, ...); the gang is never split."""
+    ns.add_nodes(TWO_ZONES)
+    ns.apply(indexed_job("train", 8, 4, topology(required="zone"), segments(4, "rack")))
+    bound = cluster.wait_bound(ns.name, 8, "job-name=train")
+    assert len(distinct(cluster, bound, ZONE)) == 1
+    assert len(distinct(cluster, bound, BLOCK)) == 1
+    for segment in range(2):
+        members = [p for p in bound
+                   if int(p.metadata.labels["batch.kubernetes.io/job-completion-index"]) // 4 == segment]
+        assert len(members) == 4
+        assert len(distinct(cluster, members, RACK)) == 1, f"segment {segment} spans racks"
+    for pod in bound:
+        env = {e.name: e.value for c in pod.spec.containers for e in (c.env or [])}
+        index = int(pod.metadata.labels["batch.kubernetes.io/job-completion-index"])
+        assert env["KAI_SEGMENT_INDEX"] == str(index // 4)
+        assert env["KAI_NUM_SEGMENTS"] == "2"
+        # ExtendedResourceToleration added the GPU toleration; the plan must have used the admitted pod.
+        assert any(t.key == "nvidia.com/gpu" for t in pod.spec.tolerations)
+
+
+def test_podgroup_pods_created_one_by_one_wait_for_min_member(cluster, ns):
+    ns.add_nodes({f"n{i}": ("zone-a", "block-a", f"rack-a{i // 4}") for i in range(8)})
+    ns.apply({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pg-x"},
+              "spec": {"minMember": 4, "topologyConstraint": {
+                  "topology": "e2e", "requiredTopologyLevel": "rack"}}})
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "spec": {"schedulerName": "tas-scheduler", "containers": [
+               {"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    for i in range(3):
+        ns.apply({**pod, "metadata": {"name": f"p{i}", "annotations": {"pod-group-name": "pg-x"}}})
+        time.sleep(1.5)
+    assert not [p for p in cluster.pods(ns.name) if p.spec.node_name], "a pod bound before minMember existed"
+    ns.apply({**pod, "metadata": {"name": "p3", "annotations": {"pod-group-name": "pg-x"}}})
+    bound = cluster.wait_bound(ns.name, 4)
+    assert len(distinct(cluster, bound, RACK)) == 1
