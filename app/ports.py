@@ -46,6 +46,7 @@ WATCHED_KINDS: tuple[WatchedKind, ...] = (
     WatchedKind("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True),
     WatchedKind("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", True),
     WatchedKind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True),
+    WatchedKind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
 )
 
 

@@ -129,8 +129,11 @@ class ServiceState:
         with self.lock:
             if kind.kind == "Pod":
                 obj = self._keep_local_binding(event, obj)
+                self.seen_pods.pop(pod_key(obj), None)      # the watch knows it now (or knows it is gone)
             self.objects.apply(kind, event, obj)
             if kind.kind == "Pod":
+                if event == "DELETED":
+                    self._free_claimed_slots(pod_key(obj))
                 self._index_podgroup(event, obj)
                 self._on_pod(event, obj)
             elif kind.kind == "Node" or (kind.group, kind.kind) in TOPOLOGY_KINDS:
@@ -234,7 +237,22 @@ class ServiceState:
         if not self._dirty:
             self.cluster.add_pod(pod)
             self._note_started(key, before)
+            self._recheck_reservations(pod["spec"]["nodeName"])
         self.generation += 1
+
+    def _recheck_reservations(self, name: str) -> None:
+        """A pod bound by someone else (the default scheduler runs beside us) may take room held for a
+        gang: reserve that node's held slots again one by one; those left without room are re-planned by
+        on_nodes_changed (inside their domain, else the whole unbound gang)."""
+        node = self.cluster.node_index.get(name)
+        if node is None or not np.any(self.cluster.free[node] < 0):
+            return
+        held = [(plan, state) for plan, state in self.plans.on_node(name) if state.reserved]
+        for plan, state in held:
+            self.release_slot(plan, state)
+        for plan, state in held:
+            self.reserve_slot(plan, state)
+        self._notify_nodes({name})
 
     def _note_started(self, key: str, before) -> None:
         now = self.cluster.pods.get(key)
@@ -245,6 +263,16 @@ class ServiceState:
         namespace, name = key.split("/", 1)
         priority = ((self.objects.get("Pod", namespace, name) or {}).get("spec") or {}).get("priority")
         self.changes.note_added(now.node, priority if isinstance(priority, int) else 0)
+
+    def _free_claimed_slots(self, key: str) -> None:
+        """A deleted pod that held a not-yet-bound slot: the slot (still reserved) waits for a replacement
+        now, not when the reservation's TTL ends."""
+        for plan in self.plans:
+            state = plan.slot_of_pod(key)
+            if state is not None and state.status != BOUND:
+                state.pod = None
+                plan.note(f"pod {key} of slot {state.slot} was deleted before binding; the slot waits "
+                          f"for a replacement")
 
     def _index_podgroup(self, event: EventType, pod: Mapping) -> None:
         metadata = pod.get("metadata") or {}

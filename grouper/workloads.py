@@ -6,7 +6,7 @@ A LeaderWorkerSet gives one tree per group (replica): each group is its own gang
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from topology.groups import Group, GroupTree, RoleSpec, SegmentInfo, Slot
@@ -16,6 +16,7 @@ from . import names
 from .errors import GroupingError, describe, invalid
 from .kinds import (RoleTemplate, WorkloadShape, annotations_of, count_field, family_of, parse_int,
                     workload_shape)
+from .priority import class_priority
 from .levels import LevelRef, check_not_coarser, find_topology, infer_topology, level_index
 from .segments import lws_subgroup_shift, segment_bounds, segment_count, segment_min
 
@@ -355,12 +356,18 @@ def podgroup_name(workload: Mapping, group_index: int | None = None) -> str:
     return "-".join(parts)
 
 
-def _priority(shape: WorkloadShape) -> tuple[int, str]:
+def _priority(shape: WorkloadShape, priority_classes: Sequence[Mapping]) -> tuple[int, str]:
+    """spec.priority of the templates, else what their PriorityClass (or the globalDefault one) gives."""
     priority, policy = 0, "PreemptLowerPriority"
     for role in shape.roles:
         if isinstance(role.spec.get("priority"), int):
             priority = role.spec["priority"]
             break
+    else:
+        for role in shape.roles:
+            resolved = class_priority(role.spec, priority_classes)
+            if resolved is not None:
+                return resolved
     for role in shape.roles:
         if role.spec.get("preemptionPolicy"):
             policy = role.spec["preemptionPolicy"]
@@ -381,7 +388,8 @@ def _leader_in_subgroup_zero(workload: Mapping, plans: list[RolePlan]) -> bool:
 
 
 def _tree(workload: Mapping, name: str, root: Constraint, plans: list[RolePlan], topology: str | None,
-          strategy: str | None, shape: WorkloadShape, warnings: list[str]) -> GroupTree:
+          strategy: str | None, shape: WorkloadShape, warnings: list[str],
+          priority_classes: Sequence[Mapping] = ()) -> GroupTree:
     joined = _leader_in_subgroup_zero(workload, plans)
     lead = [Slot("leader", 0)] if joined else []
     children = [_role_group(plan, lead if plan.role.name == "worker" else [])
@@ -391,7 +399,7 @@ def _tree(workload: Mapping, name: str, root: Constraint, plans: list[RolePlan],
     root_group = Group(name=name, children=children, min_member=root_min if elastic else None,
                        required_level=_level_value(root.required), preferred_level=_level_value(root.preferred),
                        exclusive=root.exclusive)
-    priority, preemption = _priority(shape)
+    priority, preemption = _priority(shape, priority_classes)
     metadata = workload.get("metadata") or {}
     return GroupTree(
         namespace=metadata.get("namespace") or "default", name=name, kind=str(workload.get("kind")),
@@ -401,8 +409,10 @@ def _tree(workload: Mapping, name: str, root: Constraint, plans: list[RolePlan],
         warnings=list(warnings))
 
 
-def group_workload(workload: Mapping, topologies: Mapping[str, TopologyTree] | None = None) -> list[GroupTree]:
-    """The gang(s) of a workload: [] when it does not opt in, one tree per LeaderWorkerSet group."""
+def group_workload(workload: Mapping, topologies: Mapping[str, TopologyTree] | None = None,
+                   priority_classes: Sequence[Mapping] = ()) -> list[GroupTree]:
+    """The gang(s) of a workload: [] when it does not opt in, one tree per LeaderWorkerSet group.
+    `priority_classes`: the cluster's PriorityClass objects, for templates naming a class."""
     shape = workload_shape(workload)
     if not opts_in(workload, shape):
         return []
@@ -418,6 +428,7 @@ def group_workload(workload: Mapping, topologies: Mapping[str, TopologyTree] | N
         _validate_levels(workload, topology, root, plans, topologies)
     strategy = _strategy(workload, shape)
     if shape.family == "lws":
-        return [_tree(workload, podgroup_name(workload, g), root, plans, topology, strategy, shape, warnings)
-                for g in range(shape.groups)]
-    return [_tree(workload, podgroup_name(workload), root, plans, topology, strategy, shape, warnings)]
+        return [_tree(workload, podgroup_name(workload, g), root, plans, topology, strategy, shape, warnings,
+                      priority_classes) for g in range(shape.groups)]
+    return [_tree(workload, podgroup_name(workload), root, plans, topology, strategy, shape, warnings,
+                  priority_classes)]

@@ -335,3 +335,16 @@ def test_the_sink_converges_to_the_server_state_whatever_happens(before, after):
             assert sink.synced_calls == 1
         finally:
             source.stop()
+
+
+def test_priority_classes_are_listed_and_watched(fake_kube, start_source):
+    classes = kind("priorityclasses", "scheduling.k8s.io")
+    fake_kube.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                      "metadata": {"name": "low"}, "value": 10, "globalDefault": True})
+    sink = RecordingSink()
+    source = start_source(sink)
+    wait_until(lambda: source.synced, what="initial sync")
+    assert sink.state[classes][("", "low")]["globalDefault"] is True
+    fake_kube.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                      "metadata": {"name": "high"}, "value": 100000})
+    wait_until(lambda: sink.names(classes) == {"low", "high"}, what="a class created later")

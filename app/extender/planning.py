@@ -50,10 +50,13 @@ def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
     if owner.kind == "PodGroup":
         return identify_pod(pod, workload, topologies, pods=_members(state, pod, owner))
 
+    classes = list(state.objects.list("PriorityClass"))
+    classes_version = tuple(_version(c) for c in classes)
+
     def trees():       # one grouping per workload version, not one per pod of a 1,024-pod gang
-        return _cached(state, ("trees", _version(workload), state.rebuilds),
-                       lambda: group_workload(workload, topologies))
-    key = (_version(pod), _version(workload), owner.group_index, state.rebuilds)
+        return _cached(state, ("trees", _version(workload), state.rebuilds, classes_version),
+                       lambda: group_workload(workload, topologies, classes))
+    key = (_version(pod), _version(workload), owner.group_index, state.rebuilds, classes_version)
     return _cached(state, key, lambda: identify_pod(pod, workload, topologies, trees=trees()))
 
 

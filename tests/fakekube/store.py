@@ -60,6 +60,7 @@ BUILTIN = (
     Resource("events.k8s.io", "v1", "events", "Event", True, True),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True, True),
     Resource("batch", "v1", "jobs", "Job", True, True),
+    Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, True),
 )
 
 

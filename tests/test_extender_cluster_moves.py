@@ -1,0 +1,76 @@
+"""Issue 13 item 7: plans stay true when the cluster moves under them (pods deleted before the watch saw
+them bound, pods of another scheduler landing on reserved nodes)."""
+from __future__ import annotations
+
+import copy
+
+from app.state import POD_KIND
+from service_helpers import domain_of, filter_, indexed_job, job_pods, make_client, schedule, service
+
+GANG = "team-a/pg-llama-uid-llama"
+
+
+def renamed(pod: dict, name: str) -> dict:
+    """The Job controller's replacement of a deleted pod: same index label, a new name and uid."""
+    pod = copy.deepcopy(pod)
+    pod["metadata"]["name"], pod["metadata"]["uid"] = name, f"uid-{name}"
+    return pod
+
+
+def test_a_filtered_pod_deleted_frees_its_slot_for_the_replacement_at_once():
+    job = indexed_job("llama", pods=8, gpus=4)
+    client = make_client(job)
+    state = service(client)
+    pods = job_pods(job)
+    first = filter_(client, pods[6])["NodeNames"]            # filtered before the watch showed it
+    assert len(first) == 1
+    state.apply(POD_KIND, "ADDED", pods[6])
+    state.apply(POD_KIND, "DELETED", pods[6])                # deleted before it was bound
+    slot = next(s for s in state.plans.get(GANG).slots.values() if s.slot.index == 6)
+    assert slot.pod is None and slot.reserved               # free for a replacement, still held for the gang
+    replacement = renamed(pods[6], "llama-6-x2k4p")
+    answer = filter_(client, replacement)
+    assert answer["NodeNames"] == first, set(answer["FailedNodes"].values())
+
+
+def test_a_deleted_pod_the_watch_never_listed_frees_its_slot():
+    job = indexed_job("llama", pods=8, gpus=4)
+    client = make_client(job)
+    state = service(client)
+    pods = job_pods(job)
+    first = filter_(client, pods[2])["NodeNames"]
+    state.apply(POD_KIND, "DELETED", pods[2])                # only the deletion reaches the watch
+    assert state.find_pod("team-a", "llama-2") is None
+    assert filter_(client, renamed(pods[2], "llama-2-b7qz1"))["NodeNames"] == first
+    assert schedule(client, renamed(pods[2], "llama-2-b7qz1")) == first[0]
+
+
+def other_schedulers_pod(name: str, node: str, gpus: int) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"nodeName": node, "schedulerName": "default-scheduler", "containers": [
+                {"name": "main", "image": "app", "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]},
+            "status": {"phase": "Running"}}
+
+
+def test_a_pod_of_another_scheduler_on_a_reserved_node_moves_the_unbound_slots_inside_the_domain():
+    job = indexed_job("llama", pods=8, gpus=4)
+    client = make_client(job)
+    state = service(client)
+    pods = job_pods(job)
+    bound = {schedule(client, pod) for pod in pods[:2]}
+    plan = state.plans.get(GANG)
+    taken = next(s.node for s in plan.slots.values() if s.status == "planned" and s.node not in bound)
+    rack = domain_of(client, taken, "rack")
+    state.apply(POD_KIND, "ADDED", other_schedulers_pod("intruder", taken, 8))   # bound by the default scheduler
+    assert (state.cluster.free >= 0).all()                    # nothing is booked twice
+    assert all(s.node != taken for s in plan.slots.values() if s.status == "planned")
+    assert all(s.status != "unplaced" for s in plan.slots.values())
+    placed = [schedule(client, pod) for pod in pods[2:]]
+    assert taken not in placed
+    assert plan.status == "bound"
+    segments = {}
+    for slot in plan.slots.values():
+        segments.setdefault(slot.slot.index // 4, set()).add(domain_of(client, slot.node, "rack"))
+    assert all(len(racks) == 1 for racks in segments.values())     # each segment of 4 still in one rack
+    assert any(rack in racks for racks in segments.values())      # re-planned inside its rack, not moved away
