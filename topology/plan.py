@@ -30,6 +30,9 @@ class PlanInput:
     allocatable: np.ndarray | None = None  # node x resource when empty: refusals say "can never fit"
     max_candidates: int = 8                # candidate domains tried per group and level (bounds plan time)
     search_budget: int | None = None       # candidate tries before the search turns greedy (None: automatic)
+    # Roles whose pods repel each other per node (required pod anti-affinity on the hostname): at most
+    # one pod of these roles on a node.
+    one_per_node: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -89,9 +89,14 @@ def plan(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str],
          candidates: Mapping[str, Sequence[str]] | None = None, free: np.ndarray | None = None) -> Plan:
     """Plan a gang on the current cluster, or a refusal that says why."""
     try:
-        return plan_gang(plan_input(state, tree, bound=bound, candidates=candidates, free=free))
+        result = plan_gang(plan_input(state, tree, bound=bound, candidates=candidates, free=free))
     except (ValueError, KeyError) as err:       # PlanError, LevelError, unknown topology
         return Plan(False, reason=str(err).strip("'\""))
+    alone = one_per_node_roles(tree)
+    if not result.placed and alone:
+        result.reason += (f"; {', '.join(sorted(alone))} pods take one pod per node (required pod "
+                          f"anti-affinity on kubernetes.io/hostname)")
+    return result
 
 
 def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str],
@@ -111,4 +116,10 @@ def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str
     if others is None:
         others = exclusive_occupancy(state, tree)
     return build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
-                            candidates=masks, occupied_nodes=None if others is None else others > 0, free=free)
+                            candidates=masks, occupied_nodes=None if others is None else others > 0, free=free,
+                            one_per_node=one_per_node_roles(tree))
+
+
+def one_per_node_roles(tree: GroupTree) -> frozenset[str]:
+    """Roles whose admitted pods repel each other on the hostname (grouper.affinity)."""
+    return frozenset(role for role, spec in tree.roles.items() if getattr(spec.pod_spec, "one_per_host", False))
