@@ -1,5 +1,6 @@
 """Planner speed: median time per plan for the issue's two reference gangs, and how it grows with
-nodes and with pods. Run: python benchmarks/bench_planner.py [--quick]"""
+nodes and with pods. Run: python benchmarks/bench_planner.py [--quick]; `--oracle N` instead checks N seeded
+random instances against the brute force (the long run of tests/test_planner_complete.py)."""
 from __future__ import annotations
 
 import argparse
@@ -124,10 +125,36 @@ def end_to_end(runs: int) -> None:
           f"median, placed={plan.placed}")
 
 
+def oracle(instances: int) -> int:
+    """The completeness property over more seeds than CI runs: misses and broken rules, with timing."""
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from oracle import brute_force, check_plan
+    from planner_cases import random_instance
+    misses, broken, feasible, planning = [], [], 0, 0.0
+    for seed in range(instances):
+        inp = random_instance(seed)
+        start = time.perf_counter()
+        plan = plan_gang(inp)
+        planning += time.perf_counter() - start
+        if check_plan(inp, plan):
+            broken.append(seed)
+        possible = brute_force(inp) is not None
+        feasible += possible
+        if possible != plan.placed:
+            misses.append(seed)
+    print(f"{instances} random instances, {feasible} feasible: {len(misses)} misses {misses[:10]}, "
+          f"{len(broken)} with broken rules {broken[:10]}; planner {planning / instances * 1000:.2f} ms mean")
+    return 0 if not misses and not broken else 1
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer runs")
+    parser.add_argument("--oracle", type=int, metavar="N", help="check N random instances against the brute force")
     args = parser.parse_args(argv)
+    if args.oracle:
+        return oracle(args.oracle)
     runs = 10 if args.quick else 40
     print("Reference gangs (8-GPU pods, 25% of nodes half busy with other gangs):")
     tree, free, _ = cluster(2, 4, 16, 16)

@@ -28,7 +28,6 @@ class PlanInput:
     excluded: dict[str, int] = field(default_factory=dict)   # reason -> nodes excluded (for refusals)
     unplaceable: dict[str, str] = field(default_factory=dict)  # role -> why no node can ever hold it
     allocatable: np.ndarray | None = None  # node x resource when empty: refusals say "can never fit"
-    max_candidates: int = 8                # candidate domains tried per group and level (bounds plan time)
     search_budget: int | None = None       # candidate tries before the search turns greedy (None: automatic)
     # Roles whose pods repel each other per node (required pod anti-affinity on the hostname): at most
     # one pod of these roles on a node.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .demand import GroupInfo
+from .joint import joint_fit
 from .layout import ROOT, Layout
 from .state import State
 
@@ -41,9 +42,8 @@ def in_scope(layout: Layout, level: int, scope_level: int, scope_domain: int) ->
 
 
 def candidates(state: State, group: GroupInfo, level: int, scope_level: int, scope_domain: int,
-               occupied: list[np.ndarray] | None, spread: bool, limit: int,
-               near: int | None = None) -> np.ndarray:
-    """At most `limit` domains, best first: nearest to `near` (a node of the previous sibling, so
+               occupied: list[np.ndarray] | None, spread: bool, near: int | None = None) -> np.ndarray:
+    """Every domain that could hold the subtree (see joint.py), best first: nearest to `near` (a node of the previous sibling, so
     siblings share as many ancestors as possible), then the tightest (binpack) or emptiest (spread)
     leftover, then the leftover of its parent, grandparent, ... the same way, then tree order (domain
     names)."""
@@ -70,6 +70,7 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
     shape = group.segments
     if room is not None and shape.hard:
         keep &= room >= shape.count
+    keep &= joint_fit(state, group, level, domains)
     if group.claim is not None and level >= group.claim and occupied is not None and not group.pinned.size:
         keep &= ~occupied[group.claim][layout.ancestors(level, group.claim)[domains]]
     domains = domains[keep]
@@ -106,7 +107,7 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
     if room is not None and not shape.hard:
         keys.append((room[keep] < shape.count).astype(np.int64))
     order = np.lexsort(keys)
-    return domains[order[:limit]]
+    return domains[order]
 
 
 def elastic_want(group: GroupInfo) -> dict[str, int]:

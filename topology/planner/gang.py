@@ -118,7 +118,7 @@ def _plan(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
     spread = (inp.tree.strategy or inp.strategy) == "spread"
     excluded_base = dict(inp.excluded)
     groups = sum(1 for _ in root.walk())
-    placer = Placer(state, inp.occupied, spread, inp.max_candidates, _budget(inp, groups, len(table.slots)),
+    placer = Placer(state, inp.occupied, spread, _budget(inp, groups, len(table.slots)),
                     Explainer(inp.resources, inp.occupied, inp.allocatable))
     _deep_enough(groups)
     scope_level, scope_domain = scope or (ROOT, 0)

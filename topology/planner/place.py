@@ -31,13 +31,11 @@ def _done() -> bool:
 
 
 class Placer:
-    def __init__(self, state: State, occupied: list[np.ndarray] | None, spread: bool, max_candidates: int,
-                 budget: int, explainer=None):
+    def __init__(self, state: State, occupied: list[np.ndarray] | None, spread: bool, budget: int, explainer=None):
         self.state = state
         self.layout = state.layout
         self.occupied = occupied
         self.spread = spread
-        self.limit = max(1, max_candidates)
         self.budget = budget
         self.where: dict[GroupInfo, tuple[int, int]] = {}
         self.claims: dict[GroupInfo, np.ndarray] = {}     # exclusive domains taken by this plan
@@ -179,7 +177,7 @@ class Placer:
 
     def _candidates(self, group: GroupInfo, level: int, scope_level: int, scope_domain: int) -> np.ndarray:
         return candidates(self.state, group, level, scope_level, scope_domain, self.occupied, self.spread,
-                          self.limit, self._near(group))
+                          self._near(group))
 
     def _near(self, group: GroupInfo) -> int | None:
         """A node of the sibling placed just before this group (segment i+1 goes next to segment i)."""

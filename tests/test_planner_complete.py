@@ -1,0 +1,70 @@
+"""Completeness: the planner never gives up on a level while an untried domain could hold the whole
+subtree (issue 15 item 1)."""
+from __future__ import annotations
+
+from oracle import brute_force, check_plan
+from planner_cases import free_matrix, grid_topology, leaf, plan_input, random_instance, request
+
+from topology.groups import Group
+from topology.planner import plan_gang
+
+ROLES = {"master": request(gpu=8, cpu=8000), "worker": request(gpu=8, cpu=8000)}
+
+
+def master_and_workers(workers: int) -> Group:
+    return Group("job", children=[leaf("master", "master", [0]), leaf("worker", "worker", range(workers))],
+                 required_level="rack")
+
+
+def test_loose_rack_after_many_tight_racks_that_fit_each_role_but_not_both():
+    """Nine racks of 4 hosts: eight hold 3 free nodes (enough for the master, enough for 3 workers, not
+    for both), the last holds 4 and the whole gang; the per-role counts alone rank the tight ones first."""
+    topology = grid_topology((1, 1, 9, 4))
+    gpus = [8, 8, 8, 0] * 8 + [8, 8, 8, 8]
+    inp = plan_input(master_and_workers(3), topology, free_matrix(gpus), ROLES)
+    plan = plan_gang(inp)
+    assert check_plan(inp, plan) == []
+    assert plan.placed, plan.reason
+    assert set(plan.slots.values()) == {32, 33, 34, 35}
+    assert brute_force(inp) is not None
+
+
+def test_a_gang_no_rack_holds_is_refused_quickly():
+    """The joint filter rules out every tight rack before any is tried."""
+    topology = grid_topology((1, 1, 9, 4))
+    inp = plan_input(master_and_workers(3), topology, free_matrix([8, 8, 8, 0] * 9), ROLES)
+    plan = plan_gang(inp)
+    assert not plan.placed
+    assert plan.details["candidates_tried"] == 0
+
+
+# the CI run; a longer one: python benchmarks/bench_planner.py --oracle 20000
+INSTANCES = 2000
+
+
+def test_random_fragmented_instances_match_the_brute_force():
+    """Seeded tiny fragmented clusters of 3-5 levels, gangs of a master and worker segments with
+    minimums: the planner places exactly when some placement exists, and never breaks a rule."""
+    misses, broken, feasible = [], [], 0
+    for seed in range(INSTANCES):
+        inp = random_instance(seed)
+        plan = plan_gang(inp)
+        problems = check_plan(inp, plan)
+        if problems:
+            broken.append((seed, problems))
+        possible = brute_force(inp) is not None
+        feasible += possible
+        if possible != plan.placed:
+            misses.append(seed)
+    assert broken == [] and misses == []
+    assert feasible > INSTANCES // 3          # the generator keeps producing instances worth checking
+
+
+def test_the_random_instances_cover_levels_roles_segments_and_minimums():
+    instances = [random_instance(seed) for seed in range(200)]
+    assert {inp.topology.depth for inp in instances} == {3, 4, 5}
+    roots = [inp.tree.root for inp in instances]
+    assert any({slot.role for slot in root.all_slots()} == {"m", "w"} for root in roots)
+    assert any(group.min_member for root in roots for group in root.walk())
+    assert any(group.min_subgroup for root in roots for group in root.walk())
+    assert any(len(root.children) > 2 for root in roots)
