@@ -32,6 +32,14 @@ def _opted_in(pod: Mapping) -> bool:
     return any(key.startswith(_OPT_IN_PREFIXES) for key in keys) or "pod-group-name" in keys
 
 
+def workload_of(state: ServiceState, pod: Mapping) -> Mapping | None:
+    """The workload object (or PodGroup) the pod belongs to, as the watch has it."""
+    owner = owner_of(pod)
+    if owner is None:
+        return None
+    return state.objects.get(owner.kind, owner.namespace, owner.name, group=_group_of(owner.api_version))
+
+
 def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
     """The pod's gang and slot; None for a plain pod (or one whose owner's kind is not watched, such as a
     ReplicaSet or a custom kind missing from --extra-kinds). Raises GroupingError for a pod whose workload
