@@ -31,6 +31,7 @@ from .objects import ObjectCache
 from .plans import BOUND, DONE, PLANNED, UNPLACED, GangPlan, PlanStore, SlotState, parse_slot, reservation_key
 from .ports import WATCHED_KINDS, ClusterWriter, EventType, WatchedKind, watches
 from .settings import Settings
+from .workload_pods import WorkloadPods
 
 log = get_logger(__name__)
 
@@ -87,6 +88,7 @@ class ServiceState:
         self.seen_pods: OrderedDict[str, Mapping] = OrderedDict()  # pods met in requests, not in the cache
         self.identities: OrderedDict[tuple, object] = OrderedDict()  # grouper answers by pod/workload version
         self.podgroup_pods: dict[tuple[str, str], dict[str, Mapping]] = {}  # (namespace, group) -> pods
+        self.workload_pods = WorkloadPods()      # live pods per workload (a gang waits for all of them)
         self._dirty = True
         self._on_nodes_changed: list[Callable[[ServiceState, set[str]], None]] = []
 
@@ -118,6 +120,7 @@ class ServiceState:
                 self.podgroup_pods.clear()
                 for pod in objects:
                     self._index_podgroup("ADDED", pod)
+                self.workload_pods.replace([*objects, *self.seen_pods.values()])
             if kind.kind in ("Node", "Pod") or (kind.group, kind.kind) in TOPOLOGY_KINDS:
                 self._dirty = True
                 if self.synced_once:
@@ -135,6 +138,7 @@ class ServiceState:
                 if event == "DELETED":
                     self._free_claimed_slots(pod_key(obj))
                 self._index_podgroup(event, obj)
+                self.workload_pods.apply(event, obj)
                 self._on_pod(event, obj)
             elif kind.kind == "Node" or (kind.group, kind.kind) in TOPOLOGY_KINDS:
                 if not self.synced_once:
@@ -403,6 +407,7 @@ class ServiceState:
         self.seen_pods[key] = pod
         self.seen_pods.move_to_end(key)
         self._index_podgroup("ADDED", pod)
+        self.workload_pods.apply("ADDED", pod)
         while len(self.seen_pods) > _SEEN_PODS_LIMIT:
             self.seen_pods.popitem(last=False)
 

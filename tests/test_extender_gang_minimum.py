@@ -1,7 +1,12 @@
 """Issue 13 item 2: a gang's pods get no node until at least its minimum exists."""
 from __future__ import annotations
 
+import pytest
+
 from service_helpers import GPU, filter_, make_client, schedule, service
+
+fakekube = pytest.importorskip("fakekube")
+fake_kube = fakekube.fake_kube          # the fixture
 
 
 def podgroup(name: str, min_member: int) -> dict:
@@ -30,3 +35,85 @@ def test_no_pod_gets_a_node_until_the_minimum_exists():
         assert filter_(client, pod)["NodeNames"] == []
     placed = [schedule(client, pod) for pod in reversed(pods)]           # the fourth arrives: all land
     assert all(placed) and len(set(placed)) == 4
+
+
+def kai_podgroup(name: str, min_member: int) -> dict:
+    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "team-a", "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"minMember": min_member, "queue": "team-a"}}
+
+
+def kai_member(group: str, index: int) -> dict:
+    pod = member(group, index)
+    pod["metadata"]["labels"] = {}
+    pod["metadata"]["annotations"] = {"pod-group-name": group}
+    return pod
+
+
+def test_kai_podgroup_waits_for_its_min_member_too():
+    client = make_client(kai_podgroup("pg-x", 4))
+    pods = [kai_member("pg-x", i) for i in range(4)]
+    answer = filter_(client, pods[0])
+    assert answer["NodeNames"] == []
+    assert set(answer["FailedNodes"].values()) == {"waiting for 3 more pods of gang team-a/pg-x: 1 of 4 exist"}
+    filter_(client, pods[1])
+    assert set(filter_(client, pods[2])["FailedNodes"].values()) == {
+        "waiting for 1 more pods of gang team-a/pg-x: 3 of 4 exist"}
+    assert service(client).cluster.capacity.reserved.sum() == 0
+    placed = [schedule(client, pod) for pod in reversed(pods)]
+    assert len(set(placed)) == 4
+
+
+def test_job_gang_waits_until_the_job_controller_created_all_its_pods(fake_kube):
+    """Against an API server: the Job controller creates pods in batches; none gets a node (and nothing is
+    reserved) until the parallelism the Job says exist, then the whole gang lands together."""
+    import copy
+
+    from fakekube import wait_until
+
+    from app.kube import adapters
+    from app.server import create_app
+    from app.settings import Settings
+    from fastapi.testclient import TestClient
+    from service_helpers import indexed_job, job_pods
+    from topology.demo import demo_objects
+
+    fake_kube.install_crd("kai.scheduler", "v1alpha1", "topologies", "Topology", namespaced=False)
+    for obj in demo_objects():
+        if obj["kind"] in ("Node", "Pod") or obj["apiVersion"].startswith("kai.scheduler"):
+            fake_kube.create(copy.deepcopy(obj))
+    job = fake_kube.create(indexed_job("batchy", pods=4, gpus=8, segment=None))
+
+    def create_pod(index: int) -> dict:
+        pod = job_pods(job)[index]
+        for field in ("uid", "resourceVersion"):
+            pod["metadata"].pop(field, None)
+        return fake_kube.create(pod)
+
+    settings = Settings(in_cluster=False, kubeconfig="unused")
+    with TestClient(create_app(settings, kube=lambda s, st: adapters(s, st, host=fake_kube.url))) as client:
+        state = client.app.state.service
+        wait_until(lambda: client.get("/readyz").status_code == 200, what="first sync")
+        first = create_pod(0)
+        wait_until(lambda: state.workload_pods.count(first) == 1, what="the first pod watched")
+        answer = filter_(client, first)
+        assert answer["NodeNames"] == []
+        assert set(answer["FailedNodes"].values()) == {
+            "waiting for 3 more pods of gang team-a/pg-batchy-uid-batchy: 1 of 4 exist"}
+        assert state.cluster.capacity.reserved.sum() == 0
+        rest = [create_pod(i) for i in range(1, 4)]
+        wait_until(lambda: state.workload_pods.count(first) == 4, what="every pod watched")
+        placed = [schedule(client, pod) for pod in [first, *rest]]
+        assert len(set(placed)) == 4
+
+
+def test_only_controllers_that_create_every_pod_at_once_make_the_gang_wait():
+    from app.extender.minimum import creates_all_at_once
+
+    assert creates_all_at_once({"kind": "Job", "spec": {}})
+    assert creates_all_at_once({"kind": "JobSet", "spec": {"replicatedJobs": [{"name": "w"}]}})
+    assert not creates_all_at_once({"kind": "JobSet", "spec": {"startupPolicy": {"startupPolicyOrder": "InOrder"}}})
+    assert not creates_all_at_once({"kind": "JobSet", "spec": {"replicatedJobs": [
+        {"name": "w", "dependsOn": [{"name": "d", "status": "Ready"}]}]}})
+    assert not creates_all_at_once({"kind": "StatefulSet", "spec": {}})      # OrderedReady waits for each pod
+    assert not creates_all_at_once(None)

@@ -29,6 +29,9 @@ class PlanInput:
     unplaceable: dict[str, str] = field(default_factory=dict)  # role -> why no node can ever hold it
     allocatable: np.ndarray | None = None  # node x resource when empty: refusals say "can never fit"
     search_budget: int | None = None       # candidate tries before the search turns greedy (None: automatic)
+    # Roles whose pods repel each other per node (required pod anti-affinity on the hostname): at most
+    # one pod of these roles on a node.
+    one_per_node: frozenset[str] = frozenset()
 
 
 @dataclass

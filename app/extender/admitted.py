@@ -7,19 +7,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from grouper.affinity import one_per_host
 from topology.groups import GroupTree, RoleSpec
 from topology.resources import pod_requests
 
 
 class AdmittedSpec(dict):
-    """A role's pod spec taken from a pod the API server admitted (not from the template)."""
+    """A role's pod spec taken from a pod the API server admitted (not from the template).
+    `one_per_host`: its required pod anti-affinity on the hostname selects the pod itself."""
+    one_per_host = False
 
 
 def shape(spec: Mapping) -> tuple:
     """What placement depends on: requests, tolerations, node selector and node affinity (pod affinity
     may name the pod's own group, so it differs between pods of one role)."""
     return (sorted(pod_requests(spec).items()), repr(spec.get("tolerations") or []),
-            sorted((spec.get("nodeSelector") or {}).items()), repr((spec.get("affinity") or {}).get("nodeAffinity")))
+            sorted((spec.get("nodeSelector") or {}).items()), repr((spec.get("affinity") or {}).get("nodeAffinity")),
+            getattr(spec, "one_per_host", False))
 
 
 def admitted_tree(tree: GroupTree, planned: GroupTree | None, role: str, pod: Mapping) -> GroupTree:
@@ -31,6 +35,8 @@ def admitted_tree(tree: GroupTree, planned: GroupTree | None, role: str, pod: Ma
                 roles[name] = replace(roles[name], pod_spec=spec.pod_spec)
     spec = AdmittedSpec(pod.get("spec") or {})
     spec.pop("nodeName", None)
+    metadata = pod.get("metadata") or {}
+    spec.one_per_host = one_per_host(spec, metadata.get("labels") or {}, metadata.get("namespace") or "default")
     current = roles.get(role)
     if current is None:
         current = RoleSpec(role, sum(slot.role == role for slot in tree.slots()))

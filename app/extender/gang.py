@@ -84,6 +84,8 @@ class GangScheduler:
             if ident is None:
                 return None, self._plain_filter(pod, candidates)
             waiting = minimum.waiting_for_members(ident.tree)
+            if state.settings.mode == "kubernetes" and minimum.creates_all_at_once(planning.workload_of(state, pod)):
+                waiting = minimum.waiting_for_workload(ident.tree, state.workload_pods.count(pod))
             if waiting and state.plans.get(ident.gang) is None:
                 return ident.gang, self._refuse_all(candidates, waiting)
             plan = self._plan_of(ident, pod, candidates)
@@ -152,10 +154,10 @@ class GangScheduler:
         plan = state.plans.get(ident.gang)
         same = plan is not None and plan.tree.slots() == ident.tree.slots()
         tree = admitted_tree(ident.tree, plan.tree if same else None, ident.slot.role, pod)
-        if same and admitted.differs(plan.tree, tree):
-            log.info("pods differ from the plan; re-planning with the admitted shape",
-                     extra=fields(gang=plan.key, pod=pod_key(pod), roles=admitted.differs(plan.tree, tree)))
-            state.drop_plan(plan.key, "the admitted pods differ from the planned shape")
+        if same and plan.status != GANG_REFUSED and admitted.differs(plan.tree, tree):
+            self._replan_roles(plan, tree, admitted.differs(plan.tree, tree), pod_key(pod))
+        elif same and admitted.differs(plan.tree, tree):
+            state.drop_plan(plan.key, "the admitted pods differ from the refused shape")
             plan = None
         if plan is not None and plan.status == GANG_REFUSED and not still_refused(state, plan, tree):
             state.plans.pop(plan.key)
@@ -167,6 +169,17 @@ class GangScheduler:
         if plan is None:
             plan = self.plan_gang(tree, candidates={ident.slot.role: list(candidates)}, pod=pod_key(pod))
         return plan
+
+    def _replan_roles(self, plan: GangPlan, tree: GroupTree, roles: list[str], pod: str) -> None:
+        """A later pod shows its role's admitted shape: that role's unbound slots move (sized and filtered
+        from it) inside the gang's domains, every other slot and every bound pod stays."""
+        log.info("pods differ from the plan; re-planning their roles with the admitted shape",
+                 extra=fields(gang=plan.key, pod=pod, roles=roles))
+        moving = [slot for slot, st in plan.slots.items() if slot.role in roles and st.status != BOUND]
+        for slot in moving:                      # held with the old request: give it back before the swap
+            self.state.release_slot(plan, plan.slots[slot])
+        plan.tree = tree
+        self._replan(plan, moving, f"admitted shape of {', '.join(roles)}", "admitted")
 
     def plan_gang(self, tree: GroupTree, candidates: Mapping[str, Sequence[str]] | None = None,
                   pod: str | None = None) -> GangPlan:

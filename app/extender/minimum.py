@@ -1,8 +1,16 @@
-"""A gang waits for its minimum: while fewer pods exist than a PodGroup's minMember, none of them gets a
-node (as KAI and coscheduling do), so a controller creating pods one by one never splits a gang."""
+"""A gang waits for its minimum: while fewer pods exist than a PodGroup's minMember, or than its workload
+says will come (a Job's parallelism, a JobSet's or kubeflow job's replicas, an LWS group's size; the
+elastic minimum when it has one), none of them gets a node (as KAI and coscheduling do), so a controller
+creating pods in batches never splits a gang."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from topology.groups import GroupTree
+
+# Controllers that create every pod of the gang without waiting for earlier pods to run (StatefulSets with
+# OrderedReady and LWS with LeaderReady wait, so their gangs are planned at their first pod instead).
+ALL_AT_ONCE = ("Job", "JobSet", "PyTorchJob", "TFJob", "JAXJob", "XGBoostJob")
 
 
 def waiting_for_members(tree: GroupTree) -> str:
@@ -10,6 +18,26 @@ def waiting_for_members(tree: GroupTree) -> str:
     leaves = [group for group in tree.groups() if group.is_leaf]
     exist = sum(len(leaf.slots) for leaf in leaves)
     need = sum(max(len(leaf.slots), leaf.min_member or 0) for leaf in leaves)
+    if exist >= need:
+        return ""
+    return f"waiting for {need - exist} more pods of gang {tree.key}: {exist} of {need} exist"
+
+
+def creates_all_at_once(workload: Mapping | None) -> bool:
+    """Whether the workload's controller creates all of the gang's pods without waiting for some to run
+    (a JobSet started in order, or with dependsOn, waits for its earlier jobs)."""
+    if workload is None or workload.get("kind") not in ALL_AT_ONCE:
+        return False
+    spec = workload.get("spec") or {}
+    if workload.get("kind") == "JobSet":
+        ordered = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
+        return not ordered and not any(job.get("dependsOn") for job in spec.get("replicatedJobs") or [])
+    return True
+
+
+def waiting_for_workload(tree: GroupTree, exist: int) -> str:
+    """The refusal while fewer than the gang's minimum of its workload's pods exist; "" once they do."""
+    need = tree.root.min_member or len(tree.slots())
     if exist >= need:
         return ""
     return f"waiting for {need - exist} more pods of gang {tree.key}: {exist} of {need} exist"

@@ -32,6 +32,14 @@ def _opted_in(pod: Mapping) -> bool:
     return any(key.startswith(_OPT_IN_PREFIXES) for key in keys) or "pod-group-name" in keys
 
 
+def workload_of(state: ServiceState, pod: Mapping) -> Mapping | None:
+    """The workload object (or PodGroup) the pod belongs to, as the watch has it."""
+    owner = owner_of(pod)
+    if owner is None:
+        return None
+    return state.objects.get(owner.kind, owner.namespace, owner.name, group=_group_of(owner.api_version))
+
+
 def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
     """The pod's gang and slot; None for a plain pod (or one whose owner's kind is not watched, such as a
     ReplicaSet or a custom kind missing from --extra-kinds). Raises GroupingError for a pod whose workload
@@ -89,9 +97,14 @@ def plan(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str],
          candidates: Mapping[str, Sequence[str]] | None = None, free: np.ndarray | None = None) -> Plan:
     """Plan a gang on the current cluster, or a refusal that says why."""
     try:
-        return plan_gang(plan_input(state, tree, bound=bound, candidates=candidates, free=free))
+        result = plan_gang(plan_input(state, tree, bound=bound, candidates=candidates, free=free))
     except (ValueError, KeyError) as err:       # PlanError, LevelError, unknown topology
         return Plan(False, reason=str(err).strip("'\""))
+    alone = one_per_node_roles(tree)
+    if not result.placed and alone:
+        result.reason += (f"; {', '.join(sorted(alone))} pods take one pod per node (required pod "
+                          f"anti-affinity on kubernetes.io/hostname)")
+    return result
 
 
 def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str],
@@ -111,4 +124,10 @@ def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str
     if others is None:
         others = exclusive_occupancy(state, tree)
     return build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
-                            candidates=masks, occupied_nodes=None if others is None else others > 0, free=free)
+                            candidates=masks, occupied_nodes=None if others is None else others > 0, free=free,
+                            one_per_node=one_per_node_roles(tree))
+
+
+def one_per_node_roles(tree: GroupTree) -> frozenset[str]:
+    """Roles whose admitted pods repel each other on the hostname (grouper.affinity)."""
+    return frozenset(role for role, spec in tree.roles.items() if getattr(spec.pod_spec, "one_per_host", False))

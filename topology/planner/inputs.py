@@ -19,7 +19,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
                      bound: Mapping[Slot, int] | None = None,
                      candidates: Mapping[str, np.ndarray] | None = None,
                      occupied_nodes: np.ndarray | None = None,
-                     free: np.ndarray | None = None) -> PlanInput:
+                     free: np.ndarray | None = None, one_per_node: frozenset[str] = frozenset()) -> PlanInput:
     """Everything the planner needs about one gang on this cluster. ValueError (naming the field and the
     valid values) for an unknown strategy or topology; a role nobody can host is marked unplaceable."""
     if strategy not in STRATEGIES:
@@ -59,7 +59,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
         resources=cluster.resources, node_names=list(cluster.node_names),
         requests=requests, usable=usable, bound=dict(bound or {}), strategy=strategy,
         occupied=occupied_masks(topology, occupied_nodes), excluded=excluded, unplaceable=unplaceable,
-        allocatable=cluster.capacity.allocatable)
+        allocatable=cluster.capacity.allocatable, one_per_node=frozenset(one_per_node))
 
 
 def plan_for(cluster: Cluster, tree: GroupTree, **kwargs) -> Plan:

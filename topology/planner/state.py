@@ -13,8 +13,10 @@ FIT_CAP = 1 << 30          # a role requesting nothing fits "unboundedly"; keep 
 
 class State:
     def __init__(self, layout: Layout, free: np.ndarray, requests: Mapping[str, np.ndarray],
-                 usable: Mapping[str, np.ndarray], slot_count: int = 0):
+                 usable: Mapping[str, np.ndarray], slot_count: int = 0, one_per_node: frozenset[str] = frozenset()):
         self.layout = layout
+        self.one_per_node = frozenset(one_per_node)
+        self.alone = np.zeros(layout.node_count, dtype=np.int64)     # pods of one_per_node roles per node
         self.free = np.array(free, dtype=np.int64, copy=True)
         self.roles = list(requests)
         self.request = {role: np.asarray(requests[role], dtype=np.int64) for role in self.roles}
@@ -42,6 +44,8 @@ class State:
         else:
             fit = (np.maximum(self.free[np.ix_(nodes, columns)], 0) // self.request[role][columns]).min(axis=1)
             fit = np.minimum(fit, FIT_CAP)
+        if role in self.one_per_node:
+            fit = np.minimum(fit, np.maximum(1 - self.alone[nodes], 0))
         return np.where(self.allowed[role][nodes] & ~self.blocked[nodes], fit, 0)
 
     def _sum_levels(self, fit: np.ndarray) -> list[np.ndarray]:
@@ -83,6 +87,8 @@ class State:
     def _apply(self, role: str, nodes: np.ndarray, pods: np.ndarray, sign: int) -> None:
         self.free[nodes] -= sign * pods[:, None] * self.request[role][None, :]
         self.gang[nodes] += sign * pods
+        if role in self.one_per_node:
+            self.alone[nodes] += sign * pods
         self._refresh(nodes)
 
     def block(self, nodes: np.ndarray, value: bool = True) -> np.ndarray:
@@ -110,10 +116,13 @@ class State:
                 self.blocked[nodes] = not value
                 self._refresh(nodes)
 
-    def add_bound(self, slot_id: int, node: int) -> None:
+    def add_bound(self, slot_id: int, node: int, role: str | None = None) -> None:
         """A running pod of this gang: already counted in `free`, recorded so it pins its groups."""
         self.node_of[slot_id] = node
         self.gang[node] += 1
+        if role in self.one_per_node:
+            self.alone[node] += 1
+            self._refresh(np.array([node]))
 
     @property
     def placed_count(self) -> int:

@@ -1,0 +1,90 @@
+"""Issue 13 item 6: required pod anti-affinity on kubernetes.io/hostname among a gang's own pods (one pod
+per host) is honoured by the plan; kube-scheduler's InterPodAffinity filter would drop doubled-up nodes."""
+from __future__ import annotations
+
+import copy
+
+from grouper.affinity import one_per_host, selects
+from topology.demo import demo_objects
+
+from service_helpers import filter_, indexed_job, job_pods, make_client, schedule, service
+
+LABELS = {"app": "serve"}
+ONE_PER_HOST = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": LABELS}, "topologyKey": "kubernetes.io/hostname"}]}}
+
+
+def inference(pods: int = 4, gpus: int = 2) -> tuple[dict, list[dict]]:
+    job = indexed_job("serve", pods=pods, gpus=gpus, segment=None, required="zone")
+    template = job["spec"]["template"]
+    template["metadata"]["labels"] = dict(LABELS)
+    template["spec"]["affinity"] = copy.deepcopy(ONE_PER_HOST)
+    made = job_pods(job)
+    for pod in made:
+        pod["metadata"].setdefault("labels", {}).update(LABELS)
+        pod["spec"]["affinity"] = copy.deepcopy(ONE_PER_HOST)
+    return job, made
+
+
+def only_nodes(count: int) -> list[dict]:
+    """The demo cluster cut to its first `count` nodes, empty (its topologies kept)."""
+    objects = [o for o in demo_objects() if o["kind"] != "Pod"]
+    nodes = [o for o in objects if o["kind"] == "Node"][:count]
+    return [o for o in objects if o["kind"] != "Node"] + nodes
+
+
+def test_four_pods_one_per_host_spread_over_four_nodes():
+    job, pods = inference()
+    client = make_client(job, objects=only_nodes(4))
+    placed = [schedule(client, pod) for pod in pods]
+    assert len(set(placed)) == 4, placed                     # 4 x 2 GPUs would fit on one 8-GPU node
+
+
+def test_four_pods_one_per_host_on_two_nodes_are_refused_saying_why():
+    job, pods = inference()
+    client = make_client(job, objects=only_nodes(2))
+    answer = filter_(client, pods[0])
+    assert answer["NodeNames"] == []
+    reason = next(iter(answer["FailedNodes"].values()))
+    assert "one pod per node" in reason and "kubernetes.io/hostname" in reason, reason
+    assert service(client).cluster.capacity.reserved.sum() == 0
+
+
+def test_a_term_selecting_other_pods_only_does_not_spread_the_gang():
+    job, pods = inference()
+    for pod in pods:
+        pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0][
+            "labelSelector"] = {"matchLabels": {"app": "batch"}}
+    client = make_client(job, objects=only_nodes(4))
+    placed = [schedule(client, pod) for pod in pods]
+    assert len(set(placed)) == 1                              # binpack: the term does not touch the gang
+
+
+def test_selector_and_namespace_matching():
+    spec = {"affinity": copy.deepcopy(ONE_PER_HOST)}
+    assert one_per_host(spec, {"app": "serve", "x": "y"}, "team-a")
+    assert not one_per_host(spec, {"app": "other"}, "team-a")
+    spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["namespaces"] = ["b"]
+    assert not one_per_host(spec, LABELS, "team-a")
+    assert selects({"matchExpressions": [{"key": "app", "operator": "In", "values": ["serve"]}]}, LABELS)
+    assert not selects({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, LABELS)
+    assert not selects(None, LABELS) and selects({}, LABELS)
+
+
+def test_planner_keeps_one_pod_per_node_around_a_bound_pod():
+    from grouper import group_workload
+    from topology.cluster import Cluster
+    from topology.nodes import NodeInfo
+    from topology.planner import build_plan_input, plan_gang
+
+    objects = only_nodes(4)
+    cluster = Cluster([NodeInfo.from_object(o) for o in objects if o["kind"] == "Node"],
+                      [o for o in objects if o["kind"] == "Topology"])
+    job, _ = inference()
+    tree = group_workload(job, cluster.topologies)[0]
+    first = next(iter(tree.slots()))
+    pinned = build_plan_input(cluster, tree, bound={first: 2}, one_per_node=frozenset({first.role}))
+    plan = plan_gang(pinned)
+    assert plan.placed and sorted(plan.slots.values()) == [0, 1, 2, 3]
+    packed = plan_gang(build_plan_input(cluster, tree, bound={first: 2}))
+    assert set(packed.slots.values()) == {2}                  # without the constraint: all on the bound node
