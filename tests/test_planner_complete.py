@@ -2,6 +2,8 @@
 subtree (issue 15 item 1)."""
 from __future__ import annotations
 
+import dataclasses
+
 from oracle import brute_force, check_plan
 from planner_cases import free_matrix, grid_topology, leaf, plan_input, random_instance, request
 
@@ -68,3 +70,21 @@ def test_the_random_instances_cover_levels_roles_segments_and_minimums():
     assert any(group.min_member for root in roots for group in root.walk())
     assert any(group.min_subgroup for root in roots for group in root.walk())
     assert any(len(root.children) > 2 for root in roots)
+
+
+def test_instances_the_search_budget_used_to_run_out_on():
+    """Found by the long run: k of n children with a minMember; once a child could no longer fit what
+    its parent still lacked, the search went on below it until the budget was spent."""
+    for seed in (4377, 8579, 16215):
+        inp = random_instance(seed)
+        plan = plan_gang(inp)
+        assert plan.placed and check_plan(inp, plan) == [], (seed, plan.reason)
+        assert not plan.details["search_exhausted"]
+
+
+def test_greedy_search_places_more_children_for_a_minimum():
+    """With the budget spent, k children satisfied but minMember short goes on to the next children
+    instead of giving up (seed 8579: minSubGroup 1, minMember 5 of 6 single-pod subgroups)."""
+    inp = dataclasses.replace(random_instance(8579), search_budget=0)
+    plan = plan_gang(inp)
+    assert plan.placed and check_plan(inp, plan) == [], plan.reason

@@ -52,6 +52,7 @@ class GroupInfo:
     optional: list[tuple[str, np.ndarray]] = field(default_factory=list)    # leaf: elastic (role, slot ids)
     need: dict[str, int] = field(default_factory=dict)     # role -> pods to place, at least
     need_total: int = 0
+    waiting: dict[str, int] = field(default_factory=dict)  # role -> pods of the subtree still to place
     k: int = 0                               # children that must be satisfied
     min_pods: int = 0                        # pods the subtree must count (running ones included)
     pinned: np.ndarray = field(default_factory=lambda: NO_IDS)  # nodes of running pods in the subtree
@@ -144,6 +145,8 @@ def _leaf(info: GroupInfo, bound: Mapping[Slot, int], requests: Mapping[str, np.
     info.mandatory = _by_role(table, waiting[:to_place])
     info.optional = _by_role(table, waiting[to_place:])
     info.need = {role: len(ids) for role, ids in info.mandatory}
+    for role, ids in info.mandatory + info.optional:
+        info.waiting[role] = info.waiting.get(role, 0) + len(ids)
     info.need_total = min(to_place, len(waiting))
     info.min_pods = group.leaf_min()
     info.pinned = np.unique(np.array(running, dtype=np.int64))
@@ -170,6 +173,9 @@ def _inner(info: GroupInfo) -> None:
         raise PlanError(f"group {group.name!r}: minMember {group.min_member} exceeds its {info.ids.size} pods")
     for role in sorted({role for child in children for role in child.need}):
         info.need[role] = sum(sorted(child.need.get(role, 0) for child in children)[:k])
+    for child in children:
+        for role, count in child.waiting.items():
+            info.waiting[role] = info.waiting.get(role, 0) + count
     running = sum(child.bound for child in info.walk() if child.is_leaf)
     info.min_pods = group.min_member or 0
     info.need_total = max(sum(sorted(child.need_total for child in children)[:k]), info.min_pods - running)

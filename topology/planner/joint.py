@@ -11,21 +11,64 @@ from .state import FIT_CAP, State
 
 
 def joint_fit(state: State, group: GroupInfo, level: int, domains: np.ndarray) -> np.ndarray:
-    """Which domains pass both bounds for the subtree's mandatory pods of every role:
+    """Which domains could hold the subtree's mandatory pods of every role at once (see `fits`)."""
+    needs = {role: group.need.get(role, 0) for role in sorted(group.roles & set(state.roles))}
+    return fits(state, needs, max(sum(needs.values()), group.need_total), group.waiting, level, domains)
+
+
+def rest_fits(state: State, group: GroupInfo, rest: list[GroupInfo], satisfied: int, counted: int,
+              level: int, domain: int) -> bool:
+    """Whether the group's domain could still hold what the group lacks once some children are placed:
+    the k still to satisfy among the `rest` of its children (the smallest of them), and the pods its
+    minMember still asks for, from those children or from the elastic pods of its placed leaves."""
+    missing = max(0, group.k - satisfied)
+    needs: dict[str, int] = {}
+    for role in sorted({role for child in rest for role in child.need}):
+        needs[role] = sum(sorted(child.need.get(role, 0) for child in rest)[:missing])
+    # running pods of the rest count once their child is satisfied, and need no room
+    running = sum(leaf.bound for child in rest if child.done is None for leaf in child.walk() if leaf.is_leaf)
+    pods = max(sum(sorted(child.need_total for child in rest)[:missing]), group.min_pods - counted - running)
+    if pods <= 0:
+        return True
+    waiting: dict[str, int] = {}
+    for child in rest:
+        for role, count in child.waiting.items():
+            waiting[role] = waiting.get(role, 0) + count
+    for leaf in group.walk():
+        for role, ids in leaf.optional if leaf.is_leaf else ():
+            waiting[role] = waiting.get(role, 0) + ids.size    # an upper bound: some may be placed
+    for role in sorted(set(waiting) & set(state.roles)):
+        needs.setdefault(role, 0)
+    return bool(fits(state, needs, pods, waiting, level, np.array([domain]))[0])
+
+
+def fits(state: State, needs: dict[str, int], pods: int, waiting: dict[str, int], level: int,
+         domains: np.ndarray) -> np.ndarray:
+    """Which domains pass four necessary conditions for `needs` (role -> pods) and `pods` pods of
+    those roles in all, with at most `waiting` pods of each role:
+    - each role's own count;
+    - pods: each role's count, but no more than its waiting pods, summed over the roles;
     - pods: on each node, at most as many pods as the smallest request of the roles fits in every
       resource all of them ask for (and no more than all roles' own counts together);
     - resources: the free resources of the nodes some role may use cover the summed requests."""
-    roles = [role for role in sorted(group.roles & set(state.roles))]
-    needs = {role: group.need.get(role, 0) for role in roles}
-    pods = max(sum(needs.values()), group.need_total)
-    if sum(1 for need in needs.values() if need) < 2 and pods <= max(needs.values(), default=0):
-        return np.ones(len(domains), dtype=bool)        # one role: its own count is the joint demand
+    roles = list(needs)
+    keep = np.ones(len(domains), dtype=bool)
+    if not roles:
+        return keep if pods <= 0 else ~keep
+    for role, need in needs.items():
+        if need:
+            keep &= state.count(role, level, domains) >= need
+    if sum(1 for need in needs.values() if need) < 2 and pods <= max(needs.values()):
+        return keep                                     # one role: its own count is the joint demand
+    capped = sum((np.minimum(state.count(role, level, domains), waiting.get(role, 0)) for role in roles),
+                 np.zeros(len(domains), dtype=np.int64))
+    keep &= capped >= pods
     requests = np.stack([state.request[role] for role in roles])
-    fits = np.stack([state.fit[role] for role in roles])
-    usable = fits.max(axis=0) > 0
-    keep = _domain_sum(state, _pod_bound(state.free, requests, fits), level, domains) >= pods
+    fit = np.stack([state.fit[role] for role in roles])
+    keep &= _domain_sum(state, _pod_bound(state.free, requests, fit), level, domains) >= pods
     demand = sum(need * state.request[role] for role, need in needs.items() if need)
     if np.ndim(demand):
+        usable = fit.max(axis=0) > 0
         for column in np.flatnonzero(demand > 0):
             room = np.where(usable, np.maximum(state.free[:, column], 0), 0)
             keep &= _domain_sum(state, room, level, domains) >= demand[column]

@@ -17,6 +17,7 @@ import numpy as np
 from .candidates import candidates
 from .demand import GroupInfo
 from .fill import select
+from .joint import rest_fits
 from .layout import ROOT
 from .state import State
 
@@ -287,12 +288,18 @@ class Placer:
             short = group.min_pods - self.counted(group)
             for backwards in ((False,) if short <= 0 else (False, True)):
                 mark = self.state.mark()
-                if (short <= 0 or self._grow(group, short, backwards) >= short) and then():
+                enough = short <= 0 or self._grow(group, short, backwards) >= short
+                if enough and then():
                     return True
                 self.state.revert(mark)
-                if not self.searching:       # more children might still help an ancestor's minMember
+                if enough and not self.searching:   # more children might still help an ancestor's minMember
                     return False
         if position == len(order) or len(order) - position < group.k - satisfied:
+            return False
+        # what is still missing no longer fits: earlier children must move (unless a placed child's
+        # exclusive domain, hidden from the counts, holds room for its own elastic pods)
+        if not self._claims_below(group) and not rest_fits(self.state, group, order[position:], satisfied,
+                                                           self.counted(group), level, domain):
             return False
         child = order[position]
         if self.place_group(child, level, domain,
