@@ -100,10 +100,7 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
         keys.append(-shared)
     if primary is not None and not spread:
         # binpack: a domain that also holds the group's own elastic pods before a tighter one
-        short = np.zeros(len(domains), dtype=bool)
-        for role, want in elastic_want(group).items():
-            short |= state.count(role, level, domains) < want
-        keys.append(short.astype(np.int64))
+        keys.append((~holds_elastic(state, group, level, domains)).astype(np.int64))
     if room is not None and not shape.hard:
         keys.append((room[keep] < shape.count).astype(np.int64))
     order = np.lexsort(keys)
@@ -117,3 +114,15 @@ def elastic_want(group: GroupInfo) -> dict[str, int]:
         for role, ids in leaf.optional:
             want[role] = want.get(role, 0) + len(ids)
     return want
+
+
+def holds_elastic(state: State, group: GroupInfo, level: int, domains: np.ndarray) -> np.ndarray:
+    """Which domains have room for every pod of the subtree, its elastic pods included."""
+    room = np.ones(len(domains), dtype=bool)
+    for role, want in elastic_want(group).items():
+        room &= state.count(role, level, domains) >= want
+    return room
+
+
+def has_elastic(group: GroupInfo) -> bool:
+    return any(ids.size for leaf in group.walk() for _, ids in leaf.optional)

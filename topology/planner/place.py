@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from .candidates import candidates
+from .candidates import candidates, has_elastic, holds_elastic
 from .demand import GroupInfo
 from .fill import select
 from .joint import rest_fits
@@ -108,7 +108,7 @@ class Placer:
         dead_ends: set = set()
         # nothing mandatory: no point trying finer domains, elastic pods fill compactly from the top
         finest = ceiling if group.need_total == 0 else self.layout.depth     # depth: a single node
-        for level in range(finest, ceiling - 1, -1):
+        for level in self._ladder(group, finest, ceiling, scope_level, scope_domain):
             for domain in self._candidates(group, level, scope_level, scope_domain).tolist():
                 room = self._room(group, level, domain)
                 if self._same_as_failed(group, level, domain, room, failed):
@@ -141,6 +141,18 @@ class Placer:
         if not later_failed and self.explainer is not None:
             self.failures[group] = self.explainer(self, group, scope_level, scope_domain, ceiling)
         return False
+
+    def _ladder(self, group: GroupInfo, finest: int, ceiling: int, scope_level: int, scope_domain: int) -> list[int]:
+        """Levels finest first; for a group with elastic pods, from the finest level with a domain that
+        holds them all (the finer levels, whose domains hold only the minimum, come last)."""
+        levels = list(range(finest, ceiling - 1, -1))
+        if group.need_total == 0 or not has_elastic(group):
+            return levels
+        for position, level in enumerate(levels):
+            domains = self._candidates(group, level, scope_level, scope_domain)
+            if holds_elastic(self.state, group, level, domains).any():
+                return levels[position:] + levels[:position]
+        return levels
 
     def _signature(self, group: GroupInfo) -> tuple:
         """What the rest of the search sees of a placed group: its pods' nodes (for an exclusive group
