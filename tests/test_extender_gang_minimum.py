@@ -117,3 +117,18 @@ def test_only_controllers_that_create_every_pod_at_once_make_the_gang_wait():
         {"name": "w", "dependsOn": [{"name": "d", "status": "Ready"}]}]}})
     assert not creates_all_at_once({"kind": "StatefulSet", "spec": {}})      # OrderedReady waits for each pod
     assert not creates_all_at_once(None)
+
+
+def test_the_last_pods_of_a_job_with_more_completions_than_parallelism_do_not_wait_for_a_full_batch():
+    from app.extender.minimum import waiting_for_workload
+    from grouper import group_workload
+    from service_helpers import indexed_job
+
+    job = indexed_job("tail", pods=4, gpus=8, segment=None)
+    job["spec"]["completions"] = 10
+    job["status"] = {"succeeded": 8}                      # only 2 pods are left to run
+    [tree] = group_workload(job)
+    assert waiting_for_workload(tree, 2, job) == ""
+    assert waiting_for_workload(tree, 1, job) == "waiting for 1 more pods of gang team-a/pg-tail-uid-tail: 1 of 2 exist"
+    del job["status"]
+    assert "1 of 4 exist" in waiting_for_workload(tree, 1, job)

@@ -84,8 +84,9 @@ class GangScheduler:
             if ident is None:
                 return None, self._plain_filter(pod, candidates)
             waiting = minimum.waiting_for_members(ident.tree)
-            if state.settings.mode == "kubernetes" and minimum.creates_all_at_once(planning.workload_of(state, pod)):
-                waiting = minimum.waiting_for_workload(ident.tree, state.workload_pods.count(pod))
+            workload = planning.workload_of(state, pod) if state.settings.mode == "kubernetes" else None
+            if minimum.creates_all_at_once(workload):
+                waiting = minimum.waiting_for_workload(ident.tree, state.workload_pods.count(pod), workload)
             if waiting and state.plans.get(ident.gang) is None:
                 return ident.gang, self._refuse_all(candidates, waiting)
             plan = self._plan_of(ident, pod, candidates)

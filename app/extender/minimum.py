@@ -35,9 +35,24 @@ def creates_all_at_once(workload: Mapping | None) -> bool:
     return True
 
 
-def waiting_for_workload(tree: GroupTree, exist: int) -> str:
+def still_to_run(workload: Mapping) -> int | None:
+    """A Job's completions not yet succeeded: its controller never creates more pods than that (the last
+    pods of a Job with completions above its parallelism)."""
+    if workload.get("kind") != "Job":
+        return None
+    completions = (workload.get("spec") or {}).get("completions")
+    succeeded = (workload.get("status") or {}).get("succeeded") or 0
+    if not isinstance(completions, int) or not isinstance(succeeded, int):
+        return None
+    return max(completions - succeeded, 1)
+
+
+def waiting_for_workload(tree: GroupTree, exist: int, workload: Mapping) -> str:
     """The refusal while fewer than the gang's minimum of its workload's pods exist; "" once they do."""
     need = tree.root.min_member or len(tree.slots())
+    remaining = still_to_run(workload)
+    if remaining is not None:
+        need = min(need, remaining)
     if exist >= need:
         return ""
     return f"waiting for {need - exist} more pods of gang {tree.key}: {exist} of {need} exist"
