@@ -208,7 +208,7 @@ class ServiceState:
             self._rebuild()
         self.changes.note_freed(self.cluster.node_index.get(name))     # ready / uncordoned / untainted
         self.generation += 1
-        if _usable_plainly(old) and not _usable_plainly(info) or old.taints != info.taints:
+        if _turned_worse(old, info):
             self._notify_nodes({name})
 
     # --- pods -------------------------------------------------------------------------------------------
@@ -491,5 +491,9 @@ class ServiceState:
             return [p.key for p in expired]
 
 
-def _usable_plainly(node: NodeInfo) -> bool:
-    return node.ready and not node.unschedulable and not node.taints
+def _turned_worse(old: NodeInfo, new: NodeInfo) -> bool:
+    """A node that may no longer take the pods planned on it: NotReady, cordoned, or its taints changed.
+
+    GPU nodes carry a taint all the time, so "usable" cannot mean "untainted" here."""
+    return (old.ready and not new.ready) or (new.unschedulable and not old.unschedulable) \
+        or old.taints != new.taints

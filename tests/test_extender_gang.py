@@ -233,6 +233,28 @@ def test_node_turning_not_ready_replans_unbound_slots_in_the_same_domain():
         assert schedule(client, pod) != victim_node
 
 
+def test_gpu_tainted_node_turning_not_ready_replans_its_slots():
+    """GPU node pools taint every node (nvidia.com/gpu=present:NoSchedule) and the gang tolerates it: a node
+    that is tainted all along and then turns NotReady must still lose its planned slots."""
+    job = indexed_job("llama", pods=8, gpus=4)
+    job["spec"]["template"]["spec"]["tolerations"] = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
+    client = make_client(job)
+    state = service(client)
+    first = schedule(client, job_pods(job)[0])
+    plan = state.plans.get("team-a/pg-llama-uid-llama")
+    victim = next(s for s in plan.slots.values() if s.status == "planned" and s.node != first)
+    slot, victim_node = victim.slot, victim.node
+    node = _node_object(client, victim_node)
+    tainted = {**node, "spec": {**(node.get("spec") or {}),
+                                "taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}]}}
+    state.apply(NODE_KIND, "MODIFIED", tainted)
+    assert plan.slots[slot].node == victim_node                 # a taint the gang tolerates changes nothing
+    broken = {**tainted, "status": {**tainted["status"], "conditions": [{"type": "Ready", "status": "False"}]}}
+    state.apply(NODE_KIND, "MODIFIED", broken)
+    assert plan.slots[slot].node != victim_node
+    assert not any(s.node == victim_node for s in plan.slots.values() if s.status != "bound")
+
+
 def test_deleted_node_is_replanned_and_bound_pods_there_are_reported():
     job = indexed_job("llama", pods=8, gpus=4)
     client = make_client(job)
