@@ -221,6 +221,16 @@ def test_preempt_verb_keeps_only_our_victims_in_our_domain():
     assert kept == {"node-04": ["uid-job-b-0"], "node-05": ["uid-job-b-1"]}
 
 
+def test_preempt_verb_starts_the_preemption_of_a_gang_whose_filter_never_ran():
+    """On a full cluster kube-scheduler's own filters leave no node, so it skips the extender's filter and
+    calls preempt first: the gang is planned there and its victims chosen, not an empty answer forever."""
+    client, writer = seed_client()
+    pod = job_pods(llm_job())[0]
+    kept = preempt(client, pod, {"node-04": ["uid-job-b-0"], "node-09": ["uid-unrelated"]})
+    assert kept == {"node-04": ["uid-job-b-0"]}
+    assert writer.evictions
+
+
 @pytest.mark.parametrize("mode", ["off", "dry-run"])
 def test_preempt_verb_offers_nothing_when_not_preempting(mode):
     client, _ = seed_client(mode)

@@ -381,8 +381,28 @@ class GangScheduler:
         return self.binder.bind(namespace, name, uid, node)
 
     def preempt(self, pod: Mapping, victims: Mapping[str, list[str]]) -> dict[str, list[str]]:
-        """The subset of kube-scheduler's candidate victims (node -> pod UIDs) that helps this pod."""
+        """The subset of kube-scheduler's candidate victims (node -> pod UIDs) that helps this pod.
+
+        On a full cluster kube-scheduler's own filters pass no node, so it never calls our filter and the
+        preempt verb is the first we hear of the pod: plan the gang (and choose victims) here first."""
+        if self._unplanned_gang_pod(pod):
+            self.filter(pod, list(self.state.cluster.node_names))
         return keep_helpful_victims(self.state, pod, victims, self.preemptor)
+
+    def _unplanned_gang_pod(self, pod: Mapping) -> bool:
+        """A gang pod whose gang has no plan yet (or a refused one) and no preemption under way."""
+        state = self.state
+        if self.preemptor is None or state.settings.preemption == "off":
+            return False
+        with state.lock:
+            try:
+                ident = planning.identify(state, pod)
+            except planning.GroupingError:
+                return False
+            if ident is None or ident.gang in self.preemptor.active:
+                return False
+            plan = state.plans.get(ident.gang)
+            return plan is None or plan.status == GANG_REFUSED
 
 
 # --------------------------------------------------------------------------------------------------
