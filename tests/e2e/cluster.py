@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import base64
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +19,7 @@ from kubernetes import client as k8s
 from kubernetes import config as kube_config
 
 from controlplane import ControlPlane, write_kubeconfig
+from grouper.expand import expand_pods
 from service import REPO, Extender, ReadyProxy
 
 MANIFESTS = REPO / "manifests" / "base"
@@ -81,9 +83,37 @@ class E2ECluster:
         plane.start_scheduler("default-scheduler", {
             "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
             "profiles": [{"schedulerName": "default-scheduler"}]})
+        self._kubelet = threading.Thread(target=self._finish_deleted_pods, daemon=True, name="kubelet-stand-in")
+        self._stopped = threading.Event()
+        self._kubelet.start()
         return self
 
+    def _finish_deleted_pods(self) -> None:
+        """What kubelets do for pods being deleted (evicted, preempted, their namespace gone): stop the
+        containers and confirm; without it a deleted pod would hold its node's GPUs until its grace ends."""
+        while not self._stopped.wait(0.3):
+            try:
+                pods = self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName!=").items
+            except Exception as err:  # noqa: BLE001 - the API server is stopping
+                print(f"kubelet stand-in: {err}")
+                continue
+            for pod in pods:
+                if pod.metadata.deletion_timestamp and pod.metadata.namespace != "tas-system":
+                    self.finish_pod(pod)
+
+    def finish_pod(self, pod) -> None:
+        name, namespace = pod.metadata.name, pod.metadata.namespace
+        try:
+            if pod.status.phase not in ("Failed", "Succeeded"):
+                self.core.patch_namespaced_pod_status(name, namespace, {"status": {"phase": "Failed"}})
+            self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        except k8s.ApiException as err:
+            if err.status != 404:
+                print(f"kubelet stand-in: {namespace}/{name}: {err.status} {err.reason}")
+
     def stop(self) -> None:
+        if hasattr(self, "_stopped"):
+            self._stopped.set()
         if hasattr(self, "extender"):
             self.extender.stop()
             self.proxy.close()
@@ -94,6 +124,36 @@ class E2ECluster:
         args = ["apply", "--server-side", "--force-conflicts", "-f", "-"]
         self.plane.kubectl(*(["-n", namespace] if namespace else []), *args,
                            stdin=yaml.safe_dump_all(objects))
+
+    def create_with_pods(self, namespace: str, workload: dict) -> dict:
+        """Create `workload`, then its pods as its operator would (the kubeflow training operator, the LWS
+        controller: not running here), owned by the object as read back. Returns the stored object."""
+        self.apply([workload], namespace=namespace)
+        api_version, kind = workload["apiVersion"], workload["kind"]
+        group, version = api_version.split("/")
+        stored = self.custom.get_namespaced_custom_object(group, version, namespace, _plural(kind),
+                                                          workload["metadata"]["name"])
+        pods = expand_pods(stored)
+        if kind == "LeaderWorkerSet":
+            for pod in pods:        # no LWS controller makes the StatefulSets: the LWS owns its pods itself
+                pod["metadata"]["ownerReferences"][0].update(apiVersion=api_version, kind=kind,
+                                                             name=stored["metadata"]["name"])
+        self.create_pods(namespace, pods)
+        return stored
+
+    def create_pods(self, namespace: str, pods: list[dict], timeout: float = 30) -> None:
+        """Create pods, retrying those the webhook turns away for now (it has not seen their owner yet)."""
+        deadline = time.monotonic() + timeout
+        for pod in pods:
+            pod["metadata"]["namespace"] = namespace
+            while True:
+                try:
+                    self.core.create_namespaced_pod(namespace, pod)
+                    break
+                except k8s.ApiException as err:
+                    if err.status == 409 or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.3)
 
     def add_gpu_nodes(self, names_and_domains: dict[str, tuple[str, str, str]], gpus: int = 8,
                       cpu: str = "64", memory: str = "512Gi", taint: bool = True) -> None:
@@ -158,10 +218,17 @@ class E2ECluster:
                 return
             for pod in pods:
                 try:
+                    if pod.metadata.finalizers:        # the Job controller's tracking finalizer
+                        self.core.patch_namespaced_pod(pod.metadata.name, namespace,
+                                                       {"metadata": {"finalizers": None}})
                     self.core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
                 except k8s.ApiException:
                     pass
             time.sleep(0.3)
+
+
+def _plural(kind: str) -> str:
+    return kind.lower() + "s"
 
 
 def yaml_docs(path: Path) -> list[dict]:
