@@ -7,6 +7,7 @@ from collections import Counter
 
 
 from app.placement import TOPOLOGY_ANNOTATION, placement_annotation
+from app.extender.gang import SCHEDULER_LAG_GRACE
 from app.state import GANG_ANNOTATION, NODE_KIND, SLOT_ANNOTATION
 from topology.demo import demo_objects
 
@@ -172,7 +173,8 @@ def test_concurrent_binds_never_overcommit():
 
 def test_missing_planned_node_replans_inside_the_segment_domain():
     job = indexed_job("llama", pods=8, gpus=2)
-    client = make_client(job, strategy="spread")            # spread leaves room in the segment's rack
+    clock = Clock()
+    client = make_client(job, strategy="spread", clock=clock)   # spread leaves room in the segment's rack
     pods = job_pods(job)
     planned = filter_(client, pods[1])["NodeNames"][0]
     rack = domain_of(client, planned, "rack")
@@ -181,6 +183,8 @@ def test_missing_planned_node_replans_inside_the_segment_domain():
             and state.cluster.free[state.cluster.node_index[n], gpu_column(client)] >= 2]
     assert room, "precondition: the rack has room for the moved pod"
     names = [n for n in service(client).cluster.node_names if n != planned]
+    assert filter_(client, pods[1], names)["NodeNames"] == []          # kube-scheduler may only lag behind
+    clock.now += SCHEDULER_LAG_GRACE                        # left out for longer than kube-scheduler's lag
     answer = filter_(client, pods[1], names)
     assert len(answer["NodeNames"]) == 1 and answer["NodeNames"][0] != planned
     assert domain_of(client, answer["NodeNames"][0], "rack") == rack
@@ -190,12 +194,15 @@ def test_missing_planned_node_replans_inside_the_segment_domain():
 
 def test_missing_planned_node_replans_the_group_when_its_domain_is_full():
     job = indexed_job("llama", pods=8, gpus=4)             # fills one rack exactly
-    client = make_client(job)
+    clock = Clock()
+    client = make_client(job, clock=clock)
     state = service(client)
     pods = job_pods(job)
     planned = filter_(client, pods[1])["NodeNames"][0]
     old_rack = domain_of(client, planned, "rack")
     names = [n for n in state.cluster.node_names if n != planned]
+    filter_(client, pods[1], names)
+    clock.now += SCHEDULER_LAG_GRACE
     answer = filter_(client, pods[1], names)
     assert len(answer["NodeNames"]) == 1
     plan = state.plans.get("team-a/pg-llama-uid-llama")
@@ -203,6 +210,28 @@ def test_missing_planned_node_replans_the_group_when_its_domain_is_full():
     assert old_rack not in racks and len({domain_of(client, s.node, "block") for s in plan.slots.values()}) == 1
     assert state.plans.reservation_count() == 8
     assert int(state.cluster.capacity.reserved[:, gpu_column(client)].sum()) == 32
+
+
+def test_planned_node_missing_from_candidates_moments_after_it_was_freed_keeps_the_plan():
+    """kube-scheduler's cache trails our watch: right after victims or a finished job free a node, its
+    filter may not offer that node yet. The slot waits for it instead of re-planning among the nodes that
+    happen to be offered (which, after a preemption, would scatter the gang or refuse it)."""
+    job = indexed_job("llama", pods=8, gpus=4)
+    clock = Clock()
+    client = make_client(job, clock=clock)
+    state = service(client)
+    pods = job_pods(job)
+    planned = filter_(client, pods[1])["NodeNames"][0]
+    plan = state.plans.get("team-a/pg-llama-uid-llama")
+    before = {s: st.node for s, st in plan.slots.items()}
+    others = [n for n in state.cluster.node_names if n != planned]
+    answer = filter_(client, pods[1], others)
+    assert answer["NodeNames"] == []
+    assert "does not offer yet" in answer["FailedNodes"][others[0]]
+    assert {s: st.node for s, st in plan.slots.items()} == before and not plan.notes
+    clock.now += SCHEDULER_LAG_GRACE / 2
+    assert filter_(client, pods[1])["NodeNames"] == [planned]      # offered again: steered there
+    assert not plan.lagging
 
 
 def _node_object(client, name):

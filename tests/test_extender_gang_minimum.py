@@ -132,3 +132,41 @@ def test_the_last_pods_of_a_job_with_more_completions_than_parallelism_do_not_wa
     assert waiting_for_workload(tree, 1, job) == "waiting for 1 more pods of gang team-a/pg-tail-uid-tail: 1 of 2 exist"
     del job["status"]
     assert "1 of 4 exist" in waiting_for_workload(tree, 1, job)
+
+
+def test_roles_told_to_wait_are_planned_as_admitted_not_as_templated(fake_kube):
+    """GPU nodes are tainted; only the admitted pods carry the toleration (ExtendedResourceToleration).
+    The master's pod is filtered first and told to wait for the workers; when the last worker arrives the
+    gang is planned with the master as admitted, not refused because its template lacks the toleration."""
+    import copy
+
+    from fakekube import wait_until
+
+    from app.kube import adapters
+    from app.server import create_app
+    from app.settings import Settings
+    from fastapi.testclient import TestClient
+    from grouper import expand_pods
+    from test_extender_admitted import admitted, gpu_tainted_nodes
+    from test_extender_admitted_role import pytorch_job
+
+    fake_kube.install_crd("kai.scheduler", "v1alpha1", "topologies", "Topology", namespaced=False)
+    fake_kube.install_crd("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+    for obj in gpu_tainted_nodes():
+        if obj["kind"] == "Node" or obj["apiVersion"].startswith("kai.scheduler"):
+            fake_kube.create(copy.deepcopy(obj))
+    job = fake_kube.create(pytorch_job(workers=4))
+    pods = admitted(expand_pods(job))
+    settings = Settings(in_cluster=False, kubeconfig="unused")
+    with TestClient(create_app(settings, kube=lambda s, st: adapters(s, st, host=fake_kube.url))) as client:
+        state = client.app.state.service
+        wait_until(lambda: client.get("/readyz").status_code == 200, what="first sync")
+        created = [fake_kube.create(pod) for pod in pods[:-1]]
+        wait_until(lambda: state.workload_pods.count(created[0]) == 4, what="four pods watched")
+        assert "waiting for 1 more pods" in next(iter(filter_(client, created[0])["FailedNodes"].values()))
+        last = fake_kube.create(pods[-1])
+        wait_until(lambda: state.workload_pods.count(last) == 5, what="every pod watched")
+        answer = filter_(client, last)
+        assert answer["NodeNames"], answer["FailedNodes"]
+        placed = [schedule(client, pod) for pod in [*created, last]]
+        assert all(placed) and service(client).cluster.capacity.free.min() >= 0

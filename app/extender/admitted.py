@@ -1,9 +1,11 @@
 """The gang as admitted: admission changes pods after the template (ExtendedResourceToleration adds GPU
 tolerations, LimitRanger fills default requests, webhooks add selectors). The first pod of a role that
-reaches the filter tells the role's true shape; the planner sizes that role's slots and filters its nodes
-from it. A later pod whose shape differs from its role's makes the gang re-plan."""
+reaches the filter tells the role's true shape, even when it was only told to wait for the rest of its
+gang; the planner sizes that role's slots and filters its nodes from it. A later pod whose shape differs
+from its role's makes the gang re-plan."""
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -24,6 +26,25 @@ def shape(spec: Mapping) -> tuple:
     return (sorted(pod_requests(spec).items()), repr(spec.get("tolerations") or []),
             sorted((spec.get("nodeSelector") or {}).items()), repr((spec.get("affinity") or {}).get("nodeAffinity")),
             getattr(spec, "one_per_host", False))
+
+
+class SeenRoles:
+    """The first pod of each role of a gang that reached the filter, kept until the gang is planned (a
+    plan keeps the shapes in its tree). Bounded: the oldest gangs are forgotten first."""
+
+    def __init__(self, limit: int = 10_000):
+        self._gangs: OrderedDict[str, dict[str, Mapping]] = OrderedDict()
+        self.limit = limit
+
+    def remember(self, gang: str, role: str, pod: Mapping) -> None:
+        roles = self._gangs.setdefault(gang, {})
+        self._gangs.move_to_end(gang)
+        roles.setdefault(role, pod)
+        while len(self._gangs) > self.limit:
+            self._gangs.popitem(last=False)
+
+    def roles(self, gang: str) -> dict[str, Mapping]:
+        return dict(self._gangs.get(gang, {}))
 
 
 def admitted_tree(tree: GroupTree, planned: GroupTree | None, role: str, pod: Mapping) -> GroupTree:

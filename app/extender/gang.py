@@ -37,6 +37,10 @@ from .scores import NEUTRAL_SCORE, Scorer
 
 log = get_logger(__name__)
 
+# kube-scheduler's cache trails our watch by a moment: capacity freed by a pod deletion (a victim, a finished
+# job) may not be free in its view yet, so a slot's node can be missing from the candidates for a while.
+SCHEDULER_LAG_GRACE = 20.0
+
 
 @dataclass
 class FilterOutcome:
@@ -51,6 +55,7 @@ class GangScheduler:
         self.scorer = Scorer(state)
         self.binder = Binder(state)
         self.preemptor = _preemptor(state, self)
+        self.seen_roles = admitted.SeenRoles()
         state.on_nodes_changed(self.revalidate)
 
     # ------------------------------------------------------------------------------------------------
@@ -83,6 +88,7 @@ class GangScheduler:
                 return None, self._refuse_all(candidates, str(err))
             if ident is None:
                 return None, self._plain_filter(pod, candidates)
+            self.seen_roles.remember(ident.gang, ident.slot.role, pod)
             waiting = minimum.waiting_for_members(ident.tree)
             workload = planning.workload_of(state, pod) if state.settings.mode == "kubernetes" else None
             if minimum.creates_all_at_once(workload):
@@ -108,6 +114,10 @@ class GangScheduler:
                     return ident.gang, self._steer(slot_state)
                 return ident.gang, self._refuse_all(candidates, f"gang {plan.key}: {slot} already runs on "
                                                                 f"{slot_state.node}")
+            if slot_state.status == PLANNED and slot_state.node not in candidates:
+                lagging = self._scheduler_lags(plan, slot_state, candidates)
+                if lagging:
+                    return ident.gang, self._refuse_all(candidates, lagging)
             if slot_state.status == UNPLACED or slot_state.node not in candidates:
                 why = (f"planned node {slot_state.node} is not among the {len(candidates)} candidates"
                        if slot_state.node else "the slot has no node")
@@ -117,7 +127,22 @@ class GangScheduler:
                 slot_state = plan.slots[slot]
                 if slot_state.status == UNPLACED or slot_state.node not in candidates:
                     return ident.gang, self._refuse_all(candidates, self._gang_message(plan, plan.reason or why))
+            plan.lagging.pop(slot, None)
             return ident.gang, self._steer(slot_state)
+
+    def _scheduler_lags(self, plan: GangPlan, slot_state: SlotState, candidates: Sequence[str]) -> str | None:
+        """Why to wait rather than re-plan: the slot's node is fine in our model (usable, its capacity held
+        for the slot) but not among kube-scheduler's candidates, for less than SCHEDULER_LAG_GRACE seconds.
+        Past that, something we do not model excludes the node, and the caller re-plans."""
+        if not slot_state.reserved or self._node_trouble(plan, slot_state) is not None:
+            return None
+        now = self.state.clock()
+        since = plan.lagging.setdefault(slot_state.slot, now)
+        if now - since >= SCHEDULER_LAG_GRACE:
+            return None
+        return (f"gang {plan.key}: {slot_state.slot} is planned on {slot_state.node}, which kube-scheduler does "
+                f"not offer yet (capacity freed moments ago); waiting up to {SCHEDULER_LAG_GRACE:g}s before "
+                f"re-planning")
 
     def _steer(self, slot_state: SlotState) -> FilterOutcome:
         """Only the slot's node passes. The other candidates are left out of FailedNodes: the pod binds
@@ -154,7 +179,12 @@ class GangScheduler:
         state = self.state
         plan = state.plans.get(ident.gang)
         same = plan is not None and plan.tree.slots() == ident.tree.slots()
-        tree = admitted_tree(ident.tree, plan.tree if same else None, ident.slot.role, pod)
+        tree = ident.tree
+        if not same:        # roles whose pods were told to wait: plan them as admitted, not as templated
+            for role, seen in self.seen_roles.roles(ident.gang).items():
+                if role != ident.slot.role and role in tree.roles:
+                    tree = admitted_tree(tree, None, role, seen)
+        tree = admitted_tree(tree, plan.tree if same else None, ident.slot.role, pod)
         if same and plan.status != GANG_REFUSED and admitted.differs(plan.tree, tree):
             self._replan_roles(plan, tree, admitted.differs(plan.tree, tree), pod_key(pod))
         elif same and admitted.differs(plan.tree, tree):

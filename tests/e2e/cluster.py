@@ -156,12 +156,13 @@ class E2ECluster:
                     time.sleep(0.3)
 
     def add_gpu_nodes(self, names_and_domains: dict[str, tuple[str, str, str]], gpus: int = 8,
-                      cpu: str = "64", memory: str = "512Gi", taint: bool = True) -> None:
+                      cpu: str = "64", memory: str = "512Gi", taint: bool = True,
+                      labels: dict[str, str] | None = None) -> None:
         """Nodes `name -> (zone, block, rack)`, Ready, with `gpus` allocatable and the GPU taint."""
         def add(item):
             name, (zone, block, rack) = item
-            labels = dict(zip(LEVELS, (zone, block, rack, name)))
-            self.core.create_node(k8s.V1Node(metadata=k8s.V1ObjectMeta(name=name, labels=labels)))
+            node_labels = {**(labels or {}), **dict(zip(LEVELS, (zone, block, rack, name)))}
+            self.core.create_node(k8s.V1Node(metadata=k8s.V1ObjectMeta(name=name, labels=node_labels)))
             resources = {"cpu": cpu, "memory": memory, "pods": "110", GPU: str(gpus)}
             self.core.patch_node_status(name, {"status": {
                 "capacity": resources, "allocatable": resources,

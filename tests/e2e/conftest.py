@@ -50,7 +50,7 @@ class TestNamespace:
         """Nodes named `<ns>-<key>` in domains prefixed by the namespace (so tests never share a domain)."""
         nodes = {f"{self.name}-{key}": tuple(f"{self.name}-{d}" for d in domains)
                  for key, domains in layout.items()}
-        self.cluster.add_gpu_nodes(nodes, **kwargs)
+        self.cluster.add_gpu_nodes(nodes, labels={"e2e.example.com/test": self.name}, **kwargs)
         self.nodes += list(nodes)
         return list(nodes)
 

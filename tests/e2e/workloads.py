@@ -1,11 +1,15 @@
 """Workload objects and pods as their controllers make them, and checks of where pods landed."""
 from __future__ import annotations
 
+import json
+import ssl
+import urllib.request
 from collections import Counter
 
 from cluster import GPU, LEVELS, TOPOLOGY
 
 ZONE, BLOCK, RACK, HOST = LEVELS
+GATE = "e2e.example.com/hold"
 
 
 def container(gpus: int = 0, cpu: str | None = None) -> dict:
@@ -78,3 +82,60 @@ def gpus_per_node(cluster, namespace: str | None = None) -> Counter:
 def assert_no_node_over(cluster, gpus_per_node_allocatable: int) -> None:
     over = {node: used for node, used in gpus_per_node(cluster).items() if used > gpus_per_node_allocatable}
     assert not over, f"nodes over their {gpus_per_node_allocatable} GPUs: {over}"
+
+
+def tfjob(name: str, workers: int, annotations: dict) -> dict:
+    def replica(count: int, gpus: int = 0, cpu: str | None = None, template_annotations: dict | None = None):
+        spec = {"schedulerName": "tas-scheduler", "restartPolicy": "Never", "containers": [container(gpus, cpu)]}
+        return {"replicas": count, "template": {"metadata": {"annotations": template_annotations or {}},
+                                                "spec": spec}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name, "annotations": annotations},
+            "spec": {"tfReplicaSpecs": {"Chief": replica(1, gpus=4), "PS": replica(2, cpu="2"),
+                                        "Worker": replica(workers, gpus=8, template_annotations=segments(4, "rack"))}}}
+
+
+def gated_gang(cluster, ns, name: str, held: range) -> list[str]:
+    """An 8-pod x 8-GPU TFJob gang (block, segments of 4 on racks) whose workers in `held` carry a scheduling
+    gate: the others are planned with the whole gang and bind; the held ones wait for `release`."""
+    job = tfjob(name, 8, topology(required="block"))
+    del job["spec"]["tfReplicaSpecs"]["Chief"], job["spec"]["tfReplicaSpecs"]["PS"]
+    original = cluster.create_pods
+    names = []
+
+    def gate_some(namespace, pods, **kwargs):
+        # the held pods first: the last pod created is one the scheduler may place, and its binding is the
+        # event that sends the gang's earlier (refused: "waiting for more pods") pods back to scheduling
+        pods = sorted(pods, key=lambda pod: int(pod["metadata"]["labels"][
+            "training.kubeflow.org/replica-index"]) not in held)
+        for pod in pods:
+            names.append(pod["metadata"]["name"])
+            if int(pod["metadata"]["labels"]["training.kubeflow.org/replica-index"]) in held:
+                pod["spec"]["schedulingGates"] = [{"name": GATE}]
+        original(namespace, pods, **kwargs)
+    cluster.create_pods = gate_some
+    try:
+        cluster.create_with_pods(ns.name, job)
+    finally:
+        del cluster.create_pods
+    return [n for n in names if int(n.rsplit("-", 1)[1]) in held]
+
+
+def release(cluster, ns, pods: list[str]) -> None:
+    for name in pods:
+        cluster.core.patch_namespaced_pod(name, ns.name, {"spec": {"schedulingGates": None}})
+
+
+def plan_slots(cluster, gang_namespace: str) -> dict[str, str]:
+    """The extender's plan for the namespace's gang: pod slot -> planned node (from the debug API)."""
+    context = ssl.create_default_context(cafile=str(cluster.plane.certs.ca_crt))
+    with urllib.request.urlopen(f"{cluster.url}/debug/plans", context=context, timeout=5) as answer:
+        plans = [p for p in json.load(answer)["plans"] if p["gang"].startswith(f"{gang_namespace}/")]
+    (plan,) = plans
+    namespace, name = plan["gang"].split("/", 1)
+    with urllib.request.urlopen(f"{cluster.url}/debug/plans/{namespace}/{name}", context=context,
+                                timeout=5) as answer:
+        return {s["slot"]: s["node"] for s in json.load(answer)["slots"]}
+
+
+THREE_RACKS = {f"{r}{n}": ("zone-a", "block-a", f"rack-{r}") for r in "xyz" for n in range(4)}
+ELSEWHERE = {f"o{n}": ("zone-a", "block-o", "rack-o") for n in range(4)}

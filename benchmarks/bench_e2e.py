@@ -1,0 +1,147 @@
+"""Scheduling throughput on a real control plane: pods bound per second through kube-scheduler with the
+extender (gangs) and through a plain kube-scheduler profile (the same pods, no gangs), in the same run.
+
+    TAS_K8S_ASSETS=/path/to/kubernetes/binaries python benchmarks/bench_e2e.py [--nodes 256] [--gangs 16]
+
+The control plane, the extender (installed from manifests/) and both schedulers are the end-to-end tests'
+harness (tests/e2e). Each gang is a KAI PodGroup of `--pods` pods of 8 GPUs that must share one block, its
+pods created by 8 threads at once; the plain round creates the same number of identical pods without a
+PodGroup for `default-scheduler`. Time runs from the first create to the last binding read back from the API
+server. Rounds alternate (plain, gangs, gangs, plain, ...) so that a noisy neighbour hurts both. Target: the
+extender path keeps at least 80% of the plain throughput at 256 nodes, every gang inside one block.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e")]
+
+from cluster import GPU, LEVELS, E2ECluster  # noqa: E402
+from controlplane import ControlPlane, find_binaries  # noqa: E402
+
+NODES_PER_RACK, RACKS_PER_BLOCK, BLOCKS_PER_ZONE = 8, 4, 4
+
+
+def layout(nodes: int) -> dict[str, tuple[str, str, str]]:
+    out = {}
+    for i in range(nodes):
+        rack = i // NODES_PER_RACK
+        block = rack // RACKS_PER_BLOCK
+        zone = block // BLOCKS_PER_ZONE
+        out[f"gpu-{i:04d}"] = (f"zone-{zone}", f"block-{block}", f"rack-{rack}")
+    return out
+
+
+def pod(name: str, scheduler: str, group: str | None) -> dict:
+    metadata = {"name": name, "labels": {"bench": "e2e"}}
+    if group:
+        metadata["annotations"] = {"pod-group-name": group}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+            "spec": {"schedulerName": scheduler, "containers": [{
+                "name": "main", "image": "busybox:1.36", "resources": {"limits": {GPU: "8"}}}]}}
+
+
+def run_round(cluster: E2ECluster, namespace: str, gangs: int, pods: int, with_extender: bool) -> dict:
+    cluster.core.create_namespace({"metadata": {"name": namespace}})
+    if with_extender:
+        cluster.apply([{"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                        "metadata": {"name": f"gang-{g}"},
+                        "spec": {"minMember": pods, "topologyConstraint": {
+                            "topology": "e2e", "requiredTopologyLevel": "block"}}} for g in range(gangs)],
+                      namespace=namespace)
+        time.sleep(1)                          # the extender's watch has the PodGroups before their pods
+    scheduler = "tas-scheduler" if with_extender else "default-scheduler"
+    objects = [pod(f"p-{g}-{i}", scheduler, f"gang-{g}" if with_extender else None)
+               for g in range(gangs) for i in range(pods)]
+    started = time.monotonic()
+    with ThreadPoolExecutor(8) as threads:
+        list(threads.map(lambda o: cluster.core.create_namespaced_pod(namespace, o), objects))
+    created = time.monotonic() - started
+    bound = cluster.wait_bound(namespace, len(objects), timeout=600)
+    elapsed = time.monotonic() - started
+    result = {"pods": len(objects), "seconds": elapsed, "create_seconds": created,
+              "pods_per_second": len(objects) / elapsed, "violations": 0}
+    if with_extender:
+        result["violations"] = violations(cluster, bound)
+    return result
+
+
+def violations(cluster: E2ECluster, bound: list) -> int:
+    """Gangs spread over more than one block, plus nodes over their 8 GPUs."""
+    block_of = {n.metadata.name: n.metadata.labels[LEVELS[1]] for n in cluster.core.list_node().items}
+    blocks: dict[str, set[str]] = {}
+    per_node: Counter = Counter()
+    for p in bound:
+        blocks.setdefault(p.metadata.annotations["pod-group-name"], set()).add(block_of[p.spec.node_name])
+        per_node[p.spec.node_name] += 8
+    return sum(len(b) > 1 for b in blocks.values()) + sum(used > 8 for used in per_node.values())
+
+
+def clear(cluster: E2ECluster, namespace: str) -> None:
+    cluster.clean_namespace(namespace)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if not [p for p in cluster.core.list_pod_for_all_namespaces(label_selector="bench=e2e").items]:
+            time.sleep(2)                      # the extender and the schedulers see the deletions
+            return
+        time.sleep(0.5)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=256, help="GPU nodes, 8 GPUs each (up to 2,000)")
+    parser.add_argument("--gangs", type=int, default=0, help="gangs per round (default: half the cluster)")
+    parser.add_argument("--pods", type=int, default=8, help="pods per gang, 8 GPUs each")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of each kind, alternating")
+    args = parser.parse_args()
+    if not 8 <= args.nodes <= 2000:
+        parser.error(f"--nodes {args.nodes}: expected 8 to 2,000")
+    gangs = args.gangs or max(1, args.nodes // (2 * args.pods))
+    if gangs * args.pods > args.nodes:
+        parser.error(f"--gangs {gangs} x --pods {args.pods} need more than the {args.nodes} nodes")
+    binaries, reason = find_binaries()
+    if reason:
+        print(f"bench_e2e: {reason}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="bench-e2e-") as folder:
+        plane = ControlPlane(binaries, Path(folder)).start()
+        cluster = None
+        try:
+            cluster = E2ECluster(plane).install()
+            began = time.monotonic()
+            cluster.add_gpu_nodes(layout(args.nodes))
+            print(f"{args.nodes} GPU nodes added in {time.monotonic() - began:.1f} s; "
+                  f"{gangs} gangs x {args.pods} pods per round (one block each) vs {gangs * args.pods} plain pods")
+            results: dict[bool, list[dict]] = {True: [], False: []}
+            order = [False, True, True, False] * args.rounds
+            for n, with_extender in enumerate(order[:2 * args.rounds]):
+                namespace = f"bench-{n}"
+                result = run_round(cluster, namespace, gangs, args.pods, with_extender)
+                results[with_extender].append(result)
+                kind = "tas-scheduler + extender" if with_extender else "plain default-scheduler "
+                print(f"  round {n + 1}: {kind} {result['pods']} pods in {result['seconds']:.2f} s "
+                      f"({result['pods_per_second']:.1f} pods/s; created in {result['create_seconds']:.2f} s)"
+                      + (f", constraint violations: {result['violations']}" if with_extender else ""))
+                clear(cluster, namespace)
+            plain = statistics.mean(r["pods_per_second"] for r in results[False])
+            gang = statistics.mean(r["pods_per_second"] for r in results[True])
+            print(f"plain kube-scheduler: {plain:.1f} pods/s; with the extender (gangs): {gang:.1f} pods/s; "
+                  f"ratio {gang / plain:.0%} (target >= 80%); violations: "
+                  f"{sum(r['violations'] for r in results[True])}")
+        finally:
+            if cluster is not None:
+                cluster.stop()
+            plane.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
