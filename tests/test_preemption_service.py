@@ -13,6 +13,7 @@ from app.ports import EvictionRefused
 from app.server import create_app
 from app.settings import Settings
 from app.state import NODE_KIND, POD_KIND
+from topology.groups import Slot
 
 from service_helpers import GPU, Clock, bind, filter_, job_pods, plain_pod, prioritize
 
@@ -212,13 +213,21 @@ def preempt(client: TestClient, pod: dict, victims: dict[str, list[str]]) -> dic
     return {node: [p["UID"] for p in v["Pods"]] for node, v in response.json()["NodeNameToMetaVictims"].items()}
 
 
-def test_preempt_verb_keeps_only_our_victims_in_our_domain():
+def test_preempt_verb_keeps_only_our_victims_on_the_pods_own_planned_node():
+    """kube-scheduler nominates the pod to a node among those offered, and a nominated pod holds its node
+    against pods of equal priority: each pod of the gang is offered only its own planned node's victims."""
     client, _ = seed_client()
-    pod = job_pods(llm_job())[0]
-    filter_(client, pod)                                   # chooses job-b and starts evicting it
-    kept = preempt(client, pod, {"node-00": ["uid-job-a-0"], "node-04": ["uid-job-b-0"],
-                                 "node-05": ["uid-job-b-1", "uid-unrelated"], "node-09": ["uid-unrelated"]})
-    assert kept == {"node-04": ["uid-job-b-0"], "node-05": ["uid-job-b-1"]}
+    pods = job_pods(llm_job())
+    filter_(client, pods[0])                               # chooses job-b and starts evicting it
+    proposed = {"node-00": ["uid-job-a-0"], "node-04": ["uid-job-b-0"],
+                "node-05": ["uid-job-b-1", "uid-unrelated"], "node-09": ["uid-unrelated"]}
+    plan = client.app.state.service.plans.get(gang_key(client))
+    planned = {i: plan.slots[Slot("job", i)].node for i in range(len(pods))}
+    assert {"node-04", "node-05"} <= set(planned.values())
+    wanted = {"node-04": ["uid-job-b-0"], "node-05": ["uid-job-b-1"]}
+    for i, pod in enumerate(pods):
+        node = planned[i]
+        assert preempt(client, pod, proposed) == ({node: wanted[node]} if node in wanted else {})
 
 
 def test_preempt_verb_starts_the_preemption_of_a_gang_whose_filter_never_ran():

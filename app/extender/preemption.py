@@ -32,10 +32,10 @@ def keep_helpful_victims(state: ServiceState, pod: Mapping, victims: Mapping[str
             return dict(victims)
         if mode == "off":
             return {}
-        if preemptor is not None and ident.gang in preemptor.active:
-            return preemptor.victims_for(ident.tree, pod, victims)
         plan = state.plans.get(ident.gang)
         slot_state = plan.slot_for(pod_key(pod), ident.slot) if plan is not None else None
+        if preemptor is not None and ident.gang in preemptor.active:
+            return _on_own_node(preemptor.victims_for(ident.tree, pod, victims), slot_state)
         if slot_state is not None and slot_state.node:
             kept = {n: v for n, v in victims.items() if n == slot_state.node}
         elif preemptor is not None:
@@ -47,6 +47,15 @@ def keep_helpful_victims(state: ServiceState, pod: Mapping, victims: Mapping[str
                                                       would_evict={n: len(v) for n, v in kept.items()}))
             return {}
         return kept
+
+
+def _on_own_node(victims: dict[str, list[str]], slot_state) -> dict[str, list[str]]:
+    """Only the victims on the node planned for this pod's slot. kube-scheduler nominates the pod to the
+    node it picks among those offered, and a nominated pod holds that node against pods of equal priority:
+    two pods of one gang each nominated to the other's planned node would block each other."""
+    if slot_state is None or not slot_state.node:
+        return victims
+    return {node: uids for node, uids in victims.items() if node == slot_state.node}
 
 
 def _victims_that_fit(state: ServiceState, tree: GroupTree, victims: Mapping[str, list[str]]) -> dict[str, list[str]]:
