@@ -54,7 +54,8 @@ class MemoryWriter:
             metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
             self._store({**pod, "metadata": metadata})
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(self, namespace: str, name: str, uid: str, node: str,
+             annotations: Mapping[str, str] | None = None) -> None:
         with self._lock:
             pod = self._pod(namespace, name)
             metadata = pod.get("metadata") or {}
@@ -65,7 +66,8 @@ class MemoryWriter:
                 raise BindConflict(f"pod {namespace}/{name} is already assigned to node {current}", node=current)
             if node not in self.state.cluster.node_index:
                 raise LookupError(f"node {node} does not exist in the standalone cluster")
-            self._store({**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node},
+            metadata = {**metadata, "annotations": {**(metadata.get("annotations") or {}), **(annotations or {})}}
+            self._store({**pod, "metadata": metadata, "spec": {**(pod.get("spec") or {}), "nodeName": node},
                          "status": {**(pod.get("status") or {}), "phase": "Running"}})
 
     def evict(self, namespace: str, name: str, uid: str | None = None) -> None:

@@ -86,8 +86,10 @@ class EvictionRefused(Exception):
 
 
 class ClusterWriter(Protocol):
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """Create the Binding (UID precondition). Raises BindConflict on 409."""
+    def bind(self, namespace: str, name: str, uid: str, node: str,
+             annotations: Mapping[str, str] | None = None) -> None:
+        """Create the Binding (UID precondition); the API server copies the Binding's annotations onto the
+        pod in the same write. Raises BindConflict on 409."""
 
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
         """Merge-patch annotations onto a pod."""

@@ -66,9 +66,8 @@ class Binder:
         if state.writer is None:
             return "no cluster writer configured"
         try:
-            if annotations:
-                state.writer.annotate_pod(namespace, name, annotations)
-            state.writer.bind(namespace, name, uid, node)
+            # one write: the API server copies a Binding's annotations onto the pod as it binds it
+            state.writer.bind(namespace, name, uid, node, annotations)
         except BindConflict as err:
             if err.node != node:                 # bound elsewhere meanwhile; same node = a retry
                 state.metrics.binds.labels("conflict").inc()

@@ -46,9 +46,11 @@ class KubeWriter:
         self._series: OrderedDict[tuple, tuple[str, str, int, float]] = OrderedDict()
         self._series_lock = threading.Lock()
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(self, namespace: str, name: str, uid: str, node: str,
+             annotations: Mapping[str, str] | None = None) -> None:
         binding = {"apiVersion": "v1", "kind": "Binding",
-                   "metadata": {"name": name, "namespace": namespace, "uid": uid},
+                   "metadata": {"name": name, "namespace": namespace, "uid": uid,
+                                **({"annotations": dict(annotations)} if annotations else {})},
                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
             self.api.request("POST", _pods(namespace, name, "binding"), body=binding)

@@ -53,12 +53,14 @@ def webhook_config(url: str, ca_pem: bytes) -> dict:
 
 
 class E2ECluster:
-    def __init__(self, plane: ControlPlane, replicas: int = 1, extender_args: tuple[str, ...] = ()):
+    def __init__(self, plane: ControlPlane, replicas: int = 1, extender_args: tuple[str, ...] = (),
+                 direct: bool = False):
         self.plane = plane
         self.api = kube_config.new_client_from_config(config_file=str(plane.admin_kubeconfig))
         self.core = k8s.CoreV1Api(self.api)
         self.custom = k8s.CustomObjectsApi(self.api)
         self.replicas, self.extender_args = replicas, extender_args
+        self.direct = direct          # the schedulers and the webhook call the first replica, not the proxy
 
     def install(self) -> "E2ECluster":
         plane = self.plane
@@ -76,7 +78,8 @@ class E2ECluster:
         self.extender = Extender(plane.folder, kubeconfig, serving, plane.certs.ca_crt, self.replicas,
                                  self.extender_args)
         self.proxy = ReadyProxy(self.extender)
-        self.url = f"https://127.0.0.1:{self.proxy.port}"
+        port = self.extender.replicas[0].port if self.direct else self.proxy.port
+        self.url = f"https://127.0.0.1:{port}"
         self.extender.start_all()
         self.apply([webhook_config(self.url, ca_pem)])
         plane.start_scheduler("tas-scheduler", scheduler_config(self.url, ca_pem))
