@@ -1,9 +1,14 @@
-"""Required pod anti-affinity among a gang's own pods: a role whose pods repel each other on
-kubernetes.io/hostname (one pod per host, common for inference) must get a node per pod, or
-kube-scheduler's InterPodAffinity filter drops the nodes the planner doubled up on."""
+"""Required pod affinity and anti-affinity, as kube-scheduler's InterPodAffinity filter reads them, so the
+plan never picks a node that filter drops:
+- a role whose pods repel each other on kubernetes.io/hostname (one pod per host, common for inference)
+  gets a node per pod;
+- a role whose pods attract each other on a topology key lands in one domain of that key;
+- terms about pods already running (the gang's own bound pods included) allow or exclude whole domains.
+"""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -31,14 +36,47 @@ def _expression(labels: Mapping[str, str], expression: Mapping) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class PodTerm:
+    """One required (anti-)affinity term of a pod."""
+
+    anti: bool
+    topology_key: str
+    selector: Mapping
+    namespaces: frozenset[str] | None     # None: every namespace (an empty namespaceSelector)
+    selects_self: bool                     # the term matches the pod's own labels and namespace
+
+    def matches(self, labels: Mapping[str, str], namespace: str) -> bool:
+        return (self.namespaces is None or namespace in self.namespaces) and selects(self.selector, labels)
+
+
+def required_terms(spec: Mapping, labels: Mapping[str, str], namespace: str) -> tuple[PodTerm, ...]:
+    """The pod's required podAffinity / podAntiAffinity terms. Terms with a non-empty namespaceSelector
+    are left out: namespaces' labels are not watched (kube-scheduler still applies them)."""
+    affinity = spec.get("affinity") or {}
+    terms = []
+    for anti, field in ((False, "podAffinity"), (True, "podAntiAffinity")):
+        for term in (affinity.get(field) or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []:
+            key, selector = term.get("topologyKey"), term.get("labelSelector")
+            namespace_selector = term.get("namespaceSelector")
+            if not key or selector is None or namespace_selector:
+                continue
+            if namespace_selector is not None:                   # {}: every namespace
+                namespaces = None
+            else:
+                namespaces = frozenset(term.get("namespaces") or [namespace])
+            found = PodTerm(anti, key, selector, namespaces, False)
+            terms.append(PodTerm(anti, key, selector, namespaces, found.matches(labels, namespace)))
+    return tuple(terms)
+
+
 def one_per_host(spec: Mapping, labels: Mapping[str, str], namespace: str) -> bool:
     """Whether a required anti-affinity term on the hostname selects the pod itself (so its role's pods
     need one node each)."""
-    anti = ((spec.get("affinity") or {}).get("podAntiAffinity") or {})
-    for term in anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []:
-        if term.get("topologyKey") != HOSTNAME or term.get("namespaceSelector") is not None:
-            continue
-        namespaces = term.get("namespaces") or [namespace]
-        if namespace in namespaces and selects(term.get("labelSelector"), labels):
-            return True
-    return False
+    return any(t.anti and t.selects_self and t.topology_key == HOSTNAME
+               for t in required_terms(spec, labels, namespace))
+
+
+def together_keys(terms: tuple[PodTerm, ...]) -> tuple[str, ...]:
+    """Topology keys on which the role's pods must share one domain (affinity terms selecting itself)."""
+    return tuple(t.topology_key for t in terms if not t.anti and t.selects_self)

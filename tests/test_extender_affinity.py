@@ -7,7 +7,7 @@ import copy
 from grouper.affinity import one_per_host, selects
 from topology.demo import demo_objects
 
-from service_helpers import filter_, indexed_job, job_pods, make_client, schedule, service
+from service_helpers import filter_, indexed_job, job_pods, make_client, plain_pod, schedule, service
 
 LABELS = {"app": "serve"}
 ONE_PER_HOST = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -88,3 +88,76 @@ def test_planner_keeps_one_pod_per_node_around_a_bound_pod():
     assert plan.placed and sorted(plan.slots.values()) == [0, 1, 2, 3]
     packed = plan_gang(build_plan_input(cluster, tree, bound={first: 2}))
     assert set(packed.slots.values()) == {2}                  # without the constraint: all on the bound node
+
+
+# --- any topology key, and pods already running --------------------------------------------------------
+RACK = "network.example.com/rack"
+
+
+def with_affinity(pods: list[dict], field: str, selector: dict, key: str) -> list[dict]:
+    for pod in pods:
+        pod["spec"]["affinity"] = {field: {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": selector}, "topologyKey": key}]}}
+    return pods
+
+
+def running_pod(name: str, node: str, labels: dict) -> dict:
+    pod = plain_pod(name, cpu="1", namespace="team-a")        # the terms name no namespace: the pod's own
+    pod["metadata"]["labels"] = labels
+    pod["spec"]["nodeName"] = node
+    pod["status"] = {"phase": "Running"}
+    return pod
+
+
+def rack_of(client, node: str) -> str:
+    state = service(client)
+    return state.cluster.nodes[state.cluster.node_index[node]].labels[RACK]
+
+
+def test_pods_attracting_each_other_on_the_rack_key_share_one_rack():
+    """Required pod affinity to their own label on the rack key: the role's pods must share one rack, as
+    kube-scheduler's InterPodAffinity filter will demand. 4 x 8 GPUs fit in a rack of 4 nodes; 6 do not,
+    and are refused rather than planned over two racks (which they are without the term)."""
+    job, pods = inference(pods=4, gpus=8)
+    with_affinity(pods, "podAffinity", LABELS, RACK)
+    client = make_client(job, objects=only_nodes(8), strategy="spread")
+    placed = [schedule(client, pod) for pod in pods]
+    assert all(placed) and len({rack_of(client, node) for node in placed}) == 1, placed
+
+    job, pods = inference(pods=6, gpus=8)
+    for pod in pods:
+        del pod["spec"]["affinity"]
+    free = make_client(job, objects=only_nodes(8))
+    assert len({rack_of(free, schedule(free, pod)) for pod in pods}) == 2          # without the term
+    job, pods = inference(pods=6, gpus=8)
+    with_affinity(pods, "podAffinity", LABELS, RACK)
+    client = make_client(job, objects=only_nodes(8))
+    answer = filter_(client, pods[0])
+    assert answer["NodeNames"] == [] and "rack" in next(iter(answer["FailedNodes"].values()))
+
+
+def test_anti_affinity_to_running_pods_keeps_the_gang_out_of_their_rack():
+    job, pods = inference(pods=4, gpus=8)
+    with_affinity(pods, "podAntiAffinity", {"app": "noisy"}, RACK)
+    objects = only_nodes(8) + [running_pod("noisy", "node-01", {"app": "noisy"})]
+    client = make_client(job, objects=objects)
+    placed = [schedule(client, pod) for pod in pods]
+    assert all(placed) and {rack_of(client, node) for node in placed} == {"a-block-1-rack-2"}, placed
+
+
+def test_affinity_to_running_pods_brings_the_gang_into_their_rack():
+    job, pods = inference(pods=2, gpus=8)
+    with_affinity(pods, "podAffinity", {"app": "cache"}, RACK)
+    objects = only_nodes(8) + [running_pod("cache", "node-07", {"app": "cache"})]
+    client = make_client(job, objects=objects)
+    placed = [schedule(client, pod) for pod in pods]
+    assert all(placed) and {rack_of(client, node) for node in placed} == {"a-block-1-rack-2"}, placed
+
+
+def test_affinity_to_pods_that_run_nowhere_is_refused_saying_why():
+    job, pods = inference(pods=2, gpus=8)
+    with_affinity(pods, "podAffinity", {"app": "absent"}, RACK)
+    client = make_client(job, objects=only_nodes(8))
+    answer = filter_(client, pods[0])
+    assert answer["NodeNames"] == []
+    assert "pod affinity" in next(iter(answer["FailedNodes"].values()))

@@ -9,15 +9,17 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
 
-from grouper.affinity import one_per_host
+from grouper.affinity import required_terms
 from topology.groups import GroupTree, RoleSpec
 from topology.resources import pod_requests
 
 
 class AdmittedSpec(dict):
     """A role's pod spec taken from a pod the API server admitted (not from the template).
-    `one_per_host`: its required pod anti-affinity on the hostname selects the pod itself."""
+    `one_per_host`: its required pod anti-affinity on the hostname selects the pod itself;
+    `pod_terms`: its required pod (anti-)affinity terms (grouper.affinity.PodTerm)."""
     one_per_host = False
+    pod_terms: tuple = ()
 
 
 def shape(spec: Mapping) -> tuple:
@@ -57,7 +59,9 @@ def admitted_tree(tree: GroupTree, planned: GroupTree | None, role: str, pod: Ma
     spec = AdmittedSpec(pod.get("spec") or {})
     spec.pop("nodeName", None)
     metadata = pod.get("metadata") or {}
-    spec.one_per_host = one_per_host(spec, metadata.get("labels") or {}, metadata.get("namespace") or "default")
+    spec.pod_terms = required_terms(spec, metadata.get("labels") or {}, metadata.get("namespace") or "default")
+    spec.one_per_host = any(t.anti and t.selects_self and t.topology_key == "kubernetes.io/hostname"
+                            for t in spec.pod_terms)
     current = roles.get(role)
     if current is None:
         current = RoleSpec(role, sum(slot.role == role for slot in tree.slots()))

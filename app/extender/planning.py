@@ -13,6 +13,7 @@ from topology.plan import Plan, PlanInput
 from topology.planner import build_plan_input, plan_gang
 
 from ..state import ServiceState
+from . import pod_affinity
 from .names import candidate_mask
 from .occupancy import exclusive_occupancy, occupied_count
 
@@ -123,9 +124,11 @@ def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str
             masks[role] = candidate_mask(names, index, len(cluster.nodes))
     if others is None:
         others = exclusive_occupancy(state, tree)
+    restricted = pod_affinity.allowed_by_running_pods(state, tree)
+    tree = pod_affinity.together(tree, cluster.topologies.get(tree.topology or ""))
     return build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
                             candidates=masks, occupied_nodes=None if others is None else others > 0, free=free,
-                            one_per_node=one_per_node_roles(tree))
+                            one_per_node=one_per_node_roles(tree), restricted=restricted)
 
 
 def one_per_node_roles(tree: GroupTree) -> frozenset[str]:

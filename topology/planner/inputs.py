@@ -19,9 +19,11 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
                      bound: Mapping[Slot, int] | None = None,
                      candidates: Mapping[str, np.ndarray] | None = None,
                      occupied_nodes: np.ndarray | None = None,
-                     free: np.ndarray | None = None, one_per_node: frozenset[str] = frozenset()) -> PlanInput:
+                     free: np.ndarray | None = None, one_per_node: frozenset[str] = frozenset(),
+                     restricted: Mapping[str, tuple[np.ndarray, str]] | None = None) -> PlanInput:
     """Everything the planner needs about one gang on this cluster. ValueError (naming the field and the
-    valid values) for an unknown strategy or topology; a role nobody can host is marked unplaceable."""
+    valid values) for an unknown strategy or topology; a role nobody can host is marked unplaceable.
+    `restricted`: per role, the nodes some other rule allows (pod affinity) and the reason for the rest."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy {strategy!r} is not valid; valid strategies: {', '.join(STRATEGIES)}")
     try:
@@ -43,6 +45,10 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
         if candidates is not None and role in candidates:
             allowed = np.asarray(candidates[role], dtype=bool)
             _count(excluded, "not a candidate", int((mask & ~allowed).sum()))
+            mask = mask & allowed
+        if restricted is not None and role in restricted:
+            allowed, reason = restricted[role]
+            _count(excluded, reason, int((mask & ~allowed).sum()))
             mask = mask & allowed
         if missing:
             unplaceable[role] = f"requests {', '.join(missing)}, which no node offers"

@@ -1,0 +1,106 @@
+"""Required pod affinity and anti-affinity in the plan, as kube-scheduler's InterPodAffinity filter will
+judge the nodes (one pod per host among the gang's own pods is the planner's `one_per_node`):
+- `together`: a role whose pods attract each other on a topology key lands in one domain of that key (the
+  role's group gets that key as its required level when it is finer than the one it has);
+- `allowed_by_running_pods`: a term about pods already running allows (affinity) or excludes
+  (anti-affinity) every node of their domains.
+Not modelled: anti-affinity among the gang's own new pods on a key other than the hostname, and the
+anti-affinity of running pods against the new ones (kube-scheduler still enforces both; a slot whose node
+it then drops is re-planned)."""
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+
+import numpy as np
+
+from grouper.affinity import PodTerm, together_keys
+from topology.groups import Group, GroupTree
+from topology.tree import TopologyTree
+
+from ..state import ServiceState
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+def role_terms(tree: GroupTree) -> dict[str, tuple[PodTerm, ...]]:
+    return {role: terms for role, spec in tree.roles.items() if (terms := getattr(spec.pod_spec, "pod_terms", ()))}
+
+
+def together(tree: GroupTree, topology: TopologyTree | None) -> GroupTree:
+    """`tree` with each self-attracting role's group required in one domain of its affinity key."""
+    changes = {}
+    for role, terms in role_terms(tree).items():
+        for key in together_keys(terms):
+            if topology is None or not any(key in level.names for level in topology.levels):
+                continue
+            group = _role_group(tree.root, role)
+            if group is not None and _finer(topology, key, changes.get(group.name, group.required_level)):
+                changes[group.name] = key
+    if not changes:
+        return tree
+    tree = copy.deepcopy(tree)
+    for group in tree.groups():
+        if group.name in changes:
+            group.required_level = changes[group.name]
+    return tree
+
+
+def _role_group(group: Group, role: str) -> Group | None:
+    """The largest group whose pods are all of `role`."""
+    slots = group.all_slots()
+    if slots and all(slot.role == role for slot in slots):
+        return group
+    for child in group.children:
+        found = _role_group(child, role)
+        if found is not None:
+            return found
+    return None
+
+
+def _finer(topology: TopologyTree, key: str, current: str | None) -> bool:
+    if current is None:
+        return True
+    try:
+        return topology.level_index(key) > topology.level_index(current)
+    except ValueError:
+        return False
+
+
+def allowed_by_running_pods(state: ServiceState, tree: GroupTree) -> dict[str, tuple[np.ndarray, str]]:
+    """Per role with pod (anti-)affinity terms: the nodes those terms allow given the pods running now,
+    and the exclusion reason for the others."""
+    result = {}
+    terms_of = role_terms(tree)
+    if not terms_of:
+        return result
+    running = _running_pods(state)
+    cluster = state.cluster
+    for role, terms in terms_of.items():
+        mask = np.ones(len(cluster.nodes), dtype=bool)
+        for term in terms:
+            values = [node.labels.get(term.topology_key) for node in cluster.nodes]
+            taken = {values[index] for index, labels, namespace in running
+                     if term.matches(labels, namespace) and values[index] is not None}
+            in_taken = np.fromiter((v is not None and v in taken for v in values), dtype=bool, count=len(values))
+            if term.anti:
+                mask &= ~in_taken
+            elif taken:
+                mask &= in_taken
+            elif not term.selects_self:              # nothing to join, and the pod cannot start the group
+                mask[:] = False
+        result[role] = (mask, "pod affinity")
+    return result
+
+
+def _running_pods(state: ServiceState) -> list[tuple[int, Mapping, str]]:
+    """(node index, labels, namespace) of every pod bound to a known node and not finished."""
+    index = state.cluster.node_index
+    pods = []
+    for pod in state.objects.list("Pod"):
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node not in index or (pod.get("status") or {}).get("phase") in TERMINAL:
+            continue
+        metadata = pod.get("metadata") or {}
+        pods.append((index[node], metadata.get("labels") or {}, metadata.get("namespace") or "default"))
+    return pods
