@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
 from . import commands
 
@@ -12,6 +14,7 @@ from . import commands
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tas-extender",
                                      description="Topology-aware gang and segment scheduler for Kubernetes")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in sorted(m.name for m in pkgutil.iter_modules(commands.__path__)):
         try:
@@ -37,9 +40,28 @@ def _register_broken(subparsers, module: str, error: Exception) -> None:
     parser.set_defaults(func=unavailable)
 
 
+def _version() -> str:
+    try:
+        return version("tas-extender")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Exit codes: 0 done, 1 a gang does not fit (plan), 2 bad input or settings; a closed output pipe
+    (`| head`) ends the command quietly with 0."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # the reader went away: nothing more to say, and Python must not fail flushing stdout at exit
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (AttributeError, OSError, ValueError):
+            pass
+        return 0
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

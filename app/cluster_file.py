@@ -1,11 +1,11 @@
 """Reading a cluster description: a file (a `kubectl get -o yaml` dump) or the built-in demo."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from topology.cluster import Cluster
 from topology.demo import demo_objects
 from topology.objects import ClusterObjects
+
+from .files import one_line, read_text
 
 
 class ClusterFileError(ValueError):
@@ -16,14 +16,11 @@ def load_objects(path: str | None) -> ClusterObjects:
     """Objects of the cluster file, or of the demo cluster when path is None."""
     if path is None:
         return ClusterObjects.from_objects(demo_objects())
-    try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise ClusterFileError(f"cannot read cluster file {path}: {err.strerror}") from err
+    text = read_text(path, "cluster file", ClusterFileError)
     try:
         return ClusterObjects.from_text(text)
     except ValueError as err:
-        raise ClusterFileError(f"cluster file {path}: {err}") from err
+        raise ClusterFileError(f"cluster file {path}: {one_line(err)}") from err
 
 
 def load_cluster(path: str | None) -> Cluster:
@@ -31,4 +28,4 @@ def load_cluster(path: str | None) -> Cluster:
     try:
         return Cluster.from_objects(objects)
     except (ValueError, KeyError) as err:
-        raise ClusterFileError(f"cluster file {path or '(demo)'}: {err}") from err
+        raise ClusterFileError(f"cluster file {path or '(demo)'}: {one_line(err)}") from err

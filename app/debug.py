@@ -13,7 +13,18 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from topology.counts import sum_by_level
 from topology.objects import ObjectsError, parse_objects
 
+from topology.nodes import NodeInfo
+
 from .objects import pod_shape_problem
+
+
+def node_problem(obj: dict) -> str | None:
+    """Why a Node cannot join the cluster model (a quantity like `eight`), naming the field."""
+    try:
+        NodeInfo.from_object(obj)
+    except ValueError as err:
+        return str(err)
+    return None
 from .state import ServiceState, kind_of
 
 router = APIRouter(tags=["debug"])
@@ -87,8 +98,10 @@ async def add_objects(request: Request) -> dict:
         if not isinstance(metadata, dict) or not metadata.get("name"):
             raise HTTPException(400, f"{obj.get('kind')}: metadata.name is required")
         problem = pod_shape_problem(obj, f"Pod {metadata['name']}") if obj.get("kind") == "Pod" else None
-        if problem:                     # the watch never delivers such a pod; it would break every verb
-            raise HTTPException(400, problem)
+        if obj.get("kind") == "Node":
+            problem = node_problem(obj)
+        if problem:                     # the watch never delivers such an object; it would break every verb
+            raise HTTPException(422 if obj.get("kind") == "Node" else 400, problem)
         service.apply(kind_of(obj), "ADDED", obj)
         applied.append(f"{obj.get('kind')} {metadata.get('namespace') or ''}/{metadata['name']}".replace(" /", " "))
     return {"applied": applied}

@@ -12,6 +12,7 @@ import time
 import orjson
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
+_DROPPED = {"color_message"}        # uvicorn's copy of the message with ANSI colours
 
 
 class JsonFormatter(logging.Formatter):
@@ -23,7 +24,7 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         for key, value in vars(record).items():
-            if key not in _STANDARD and not key.startswith("_"):
+            if key not in _STANDARD and key not in _DROPPED and not key.startswith("_"):
                 line[key] = value
         if record.exc_info:
             line["error"] = self.formatException(record.exc_info)
@@ -52,3 +53,6 @@ def configure(level: str = "info") -> None:
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+    # urllib3 warns on every retry of every request (about 20 lines a second against a server that is
+    # down); the sync logs each failure itself, once per backoff step
+    logging.getLogger("urllib3").setLevel(logging.ERROR)

@@ -50,7 +50,7 @@ def _default_lease_namespace() -> str:
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TAS_", extra="forbid")
 
-    host: str = "0.0.0.0"
+    host: str | None = None                  # 127.0.0.1 standalone (its write endpoint), 0.0.0.0 in a cluster
     port: int = Field(8888, ge=1, le=65535)
     url_prefix: str = "/scheduler"
     tls_cert: str | None = None
@@ -96,6 +96,8 @@ class Settings(BaseSettings):
     def _check_tls_pair(self) -> "Settings":
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("tls_cert and tls_key must be given together (--tls-cert and --tls-key)")
+        if self.host is None:
+            self.host = "0.0.0.0" if self.mode == "kubernetes" else "127.0.0.1"
         return self
 
     @property

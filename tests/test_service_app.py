@@ -37,7 +37,7 @@ def test_settings_from_environment_and_flags(monkeypatch):
 
 def test_defaults():
     settings = Settings()
-    assert (settings.host, settings.port, settings.url_prefix) == ("0.0.0.0", 8888, "/scheduler")
+    assert (settings.host, settings.port, settings.url_prefix) == ("127.0.0.1", 8888, "/scheduler")
     assert settings.reservation_ttl == 300 and settings.strategy == "binpack" and settings.preemption == "on"
 
 

@@ -29,10 +29,12 @@ class NodeInfo:
         name = metadata.get("name")
         if not name:
             raise ValueError("Node without metadata.name")
-        try:
-            units = {resource: resource_units(resource, value) for resource, value in allocatable.items()}
-        except ValueError as err:
-            raise ValueError(f"Node {name!r} status.allocatable: {err}") from err
+        units = {}
+        for resource, value in allocatable.items():
+            try:
+                units[resource] = resource_units(resource, value)
+            except ValueError as err:
+                raise ValueError(f"Node {name!r} status.allocatable[{resource!r}]: {err}") from err
         return cls(
             name=name,
             # hand-written files may leave label values unquoted (rack: 1); Kubernetes holds strings

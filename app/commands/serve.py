@@ -81,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
             message = problem["msg"].removeprefix("Value error, ")
             print(f"error: {where.replace('_', '-')}: {message}", file=sys.stderr)
         return 2
+    problem = preflight(settings)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     import uvicorn
 
     from ..cluster_file import ClusterFileError
@@ -96,6 +100,35 @@ def run(args: argparse.Namespace) -> int:
     uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, log_level=settings.log_level,
                 ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key, access_log=False)
     return 0
+
+
+def preflight(settings: Settings) -> str | None:
+    """What would stop the service at start (TLS files, kubeconfig, in-cluster credentials), as one line
+    naming the flag and the file, instead of a traceback from deep inside uvicorn or the client."""
+    if settings.tls_cert:
+        import ssl
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(settings.tls_cert, settings.tls_key)
+        except (OSError, ssl.SSLError) as err:
+            return (f"--tls-cert {settings.tls_cert} / --tls-key {settings.tls_key}: "
+                    f"{getattr(err, 'strerror', None) or err}")
+    if settings.kubeconfig or settings.in_cluster:
+        from kubernetes import client as k8s
+        from kubernetes import config as kube_config
+        if settings.kubeconfig and not os.path.isfile(settings.kubeconfig):
+            return f"--kubeconfig {settings.kubeconfig}: no such file"
+        try:
+            if settings.kubeconfig:
+                kube_config.load_kube_config(config_file=settings.kubeconfig,
+                                             client_configuration=k8s.Configuration())
+            else:
+                kube_config.load_incluster_config(client_configuration=k8s.Configuration())
+        except Exception as err:         # noqa: BLE001 - ConfigException, YAML, OS and decoding errors alike
+            reason = "; ".join(line.strip() for line in str(err).strip().splitlines()) or type(err).__name__
+            if settings.kubeconfig:
+                return f"--kubeconfig {settings.kubeconfig}: {reason}"
+            return f"--in-cluster: {reason} (not running in a pod? give --kubeconfig FILE instead)"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,10 @@ from ..cluster_file import ClusterFileError, load_cluster
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("topology", help="print the topology trees with free capacity")
+    parser = subparsers.add_parser(
+        "topology", help="print the topology trees with free capacity",
+        description="Print each topology as a tree with free/total capacity per domain, from the built-in "
+                    "demo cluster or a cluster dump. Exit code 0, or 2 for a file that cannot be read.")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--demo", action="store_true", help="the built-in demo cluster (the default)")
     source.add_argument("--cluster", metavar="FILE", help="a YAML/JSON dump of Nodes, Pods and Topologies")

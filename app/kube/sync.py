@@ -99,6 +99,7 @@ class KubeSource:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._failures_logged: dict[str, float] = {}     # failure text -> when it was last logged
 
     # ---- lifecycle
     def start(self) -> None:
@@ -159,9 +160,26 @@ class KubeSource:
                     break
                 delay = backoff.next()
                 status.state, status.errors, status.last_error = "backoff", status.errors + 1, str(error)
-                log.warning("%s: %s; retrying in %.1fs", name, error, delay)
+                self._log_failure(name, error, delay)
                 self._stop.wait(delay)
         status.state = "stopped"
+
+    def _log_failure(self, name: str, error: Exception, delay: float) -> None:
+        """One warning per backoff step for a failure every resource shares (the API server is down),
+        not one per resource and retry: the same text is logged again only after `delay`."""
+        # a transport failure (status 0: refused, timed out, TLS) is one failure of the API server, whatever
+        # the resource; an HTTP error (403 on one resource) stays per resource
+        text = "unreachable" if getattr(error, "status", None) == 0 else str(error)
+        now = time.monotonic()
+        with self._lock:
+            last = self._failures_logged.get(text)
+            if last is not None and now - last < delay:
+                log.debug("%s: %s; retrying in %.1fs", name, error, delay)
+                return
+            self._failures_logged[text] = now
+            if len(self._failures_logged) > 256:
+                self._failures_logged.clear()
+        log.warning("%s: %s; retrying in %.1fs", name, error, delay)
 
     def _list_served(self, name: str, versions: list[WatchedKind],
                      status: ResourceStatus) -> tuple[WatchedKind | None, str | None]:

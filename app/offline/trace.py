@@ -11,6 +11,8 @@ from pathlib import Path
 
 import orjson
 
+from ..files import read_text
+
 FIELDS = ("at", "duration", "workload")
 
 
@@ -33,10 +35,7 @@ class TraceEntry:
 
 def read_trace(path: str | Path) -> list[TraceEntry]:
     """The entries of a trace file, in file order."""
-    try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise TraceError(f"cannot read trace file {path}: {err.strerror}") from err
+    text = read_text(path, "trace file", TraceError)
     return parse_trace(text.splitlines(), source=str(path))
 
 

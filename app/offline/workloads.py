@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from grouper import GroupingError, expand_pods, group_podgroup, group_workload, podgroup_name
 from grouper import names
@@ -18,6 +17,7 @@ from topology.groups import GroupTree, Slot
 from topology.objects import ObjectsError, parse_objects
 from topology.tree import TopologyTree
 
+from ..files import read_text
 from .gangs import plain_gang
 
 SUPPORTED = ("Job, PyTorchJob, TFJob, MPIJob, JAXJob, XGBoostJob, LeaderWorkerSet, "
@@ -73,10 +73,7 @@ def load_workload_files(paths: Sequence[str], topologies: Mapping[str, TopologyT
     """Every gang of the workload files, in file order. Raises WorkloadError naming the file."""
     objects: list[tuple[str, dict]] = []
     for path in paths:
-        try:
-            text = Path(path).read_text()
-        except OSError as err:
-            raise WorkloadError(f"cannot read workload file {path}: {err.strerror}") from None
+        text = read_text(path, "workload file", WorkloadError)
         try:
             found = parse_objects(text)
         except ObjectsError as err:

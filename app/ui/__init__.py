@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib.resources import files
 
 from fastapi import APIRouter, HTTPException
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 router = APIRouter(tags=["debug"])
 
@@ -21,6 +21,12 @@ NO_CACHE = {"Cache-Control": "no-cache"}     # a new version of the service serv
 
 def _read(name: str) -> bytes:
     return files(__package__).joinpath(name).read_bytes()
+
+
+@router.get("/", include_in_schema=False)
+def root() -> RedirectResponse:
+    """A browser pointed at the service lands on the page (relative: works behind a path prefix)."""
+    return RedirectResponse("ui", status_code=307)
 
 
 @router.get("/ui", response_class=HTMLResponse, summary="The debug page: topologies, plans, refusals")

@@ -1,0 +1,133 @@
+"""Issue 16 item 4: bad input ends in one line naming the file or field, with the documented exit code;
+never a traceback. And the small things a new user looks for: --version, descriptions, GET /."""
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+
+from app.cli import build_parser, main
+from app.kube.client import KubeApiError
+from app.kube.sync import KubeSource
+from app.logs import JsonFormatter
+from app.settings import Settings
+
+from service_helpers import make_client
+
+
+def run(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    return code, err
+
+
+def one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture
+def files(tmp_path):
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00kind: Node")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: [\n")
+    return binary, broken
+
+
+def test_serve_with_a_missing_kubeconfig(capsys):
+    code, err = run(capsys, "serve", "--kubeconfig", "/nonexistent/kubeconfig")
+    assert code == 2 and one_line(err) == "error: --kubeconfig /nonexistent/kubeconfig: no such file"
+
+
+def test_serve_with_a_malformed_kubeconfig(capsys, files):
+    code, err = run(capsys, "serve", "--kubeconfig", str(files[1]))
+    assert code == 2 and one_line(err).startswith(f"error: --kubeconfig {files[1]}: ")
+
+
+def test_serve_in_cluster_outside_a_pod(capsys, monkeypatch):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code, err = run(capsys, "serve", "--in-cluster")
+    assert code == 2 and "--in-cluster: " in one_line(err) and "--kubeconfig" in err
+
+
+def test_serve_with_missing_tls_files(capsys):
+    code, err = run(capsys, "serve", "--tls-cert", "/nope/tls.crt", "--tls-key", "/nope/tls.key")
+    assert code == 2 and "--tls-cert /nope/tls.crt" in one_line(err)
+
+
+@pytest.mark.parametrize("command", [["serve", "--cluster"], ["topology", "--cluster"]])
+def test_a_bad_cluster_file_is_one_line(capsys, files, command):
+    code, err = run(capsys, *command, str(files[1]))
+    assert code == 2 and one_line(err).startswith(f"error: cluster file {files[1]}: not valid YAML or JSON")
+
+
+def test_a_file_that_is_not_utf8_names_the_file(capsys, files):
+    code, err = run(capsys, "topology", "--cluster", str(files[0]))
+    assert code == 2 and one_line(err) == f"error: cluster file {files[0]} is not UTF-8 text (byte 0 is 0xff); " \
+                                          "expected UTF-8 YAML or JSON"
+    code, err = run(capsys, "plan", "--cluster", str(files[1]).replace("broken", "binary"),
+                    "--workload", str(files[0]))
+    assert code == 2 and "not UTF-8 text" in one_line(err)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(capsys, monkeypatch):
+    class ClosedPipe:
+        def write(self, _text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def fileno(self):
+            return os.open(os.devnull, os.O_WRONLY)
+    monkeypatch.setattr("sys.stdout", ClosedPipe())
+    assert main(["topology", "--demo"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_version_and_a_description_for_every_subcommand(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.startswith("tas-extender ")
+    subparsers = next(a for a in build_parser()._actions if a.dest == "command")
+    for name, parser in subparsers.choices.items():
+        assert parser.description, f"{name} has no description"
+
+
+def test_a_node_with_a_bad_quantity_is_refused_naming_the_field():
+    client = make_client()
+    answer = client.post("/debug/objects", content="apiVersion: v1\nkind: Node\nmetadata: {name: n9}\n"
+                                                   "status: {allocatable: {nvidia.com/gpu: eight}}\n")
+    assert answer.status_code == 422
+    assert "Node 'n9' status.allocatable['nvidia.com/gpu']: quantity 'eight'" in answer.json()["detail"]
+
+
+def test_the_root_points_to_the_page():
+    answer = make_client().get("/", follow_redirects=False)
+    assert answer.status_code == 307 and answer.headers["location"] == "ui"
+
+
+def test_logs_carry_no_ansi_copy_of_the_message():
+    record = logging.LogRecord("uvicorn.error", logging.INFO, "", 0, "Started server process", (), None)
+    record.color_message = "Started server process [\x1b[36m%d\x1b[0m]"
+    assert "color_message" not in JsonFormatter().format(record)
+
+
+def test_an_unreachable_api_server_is_logged_once_per_backoff_step(caplog):
+    source = KubeSource(api=None, sink=None, kinds=())
+    down = KubeApiError(0, "ConnectionError", "GET /api/v1/nodes: connection refused")
+    with caplog.at_level(logging.DEBUG, logger="app.kube.sync"):
+        for name in ("nodes", "pods", "jobs.batch", "tfjobs.kubeflow.org"):
+            source._log_failure(name, down, delay=2.0)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+
+
+def test_standalone_listens_on_loopback_by_default_a_cluster_service_on_every_interface(monkeypatch):
+    monkeypatch.delenv("TAS_HOST", raising=False)
+    assert Settings().host == "127.0.0.1"
+    assert Settings(kubeconfig="/some/kubeconfig").host == "0.0.0.0"
+    assert Settings(host="0.0.0.0").host == "0.0.0.0"
