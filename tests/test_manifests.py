@@ -31,9 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"
 BASE = MANIFESTS / "base"
 CERT_MANAGER = MANIFESTS / "cert-manager"
+CRD = MANIFESTS / "crd"
+IMAGES = MANIFESTS / "images"
 EXAMPLES = MANIFESTS / "examples"
 SCRIPT = ROOT / "scripts" / "gen-webhook-cert.sh"
-K8S_VERSION = "1.36"          # the kube-scheduler image is v1.36.x
+K8S_VERSION = "1.36"           # the schemas the manifests are validated against
+OLDEST_SUPPORTED = (1, 30)     # the README's oldest cluster: the scheduler image may not be newer than it
 
 # The `tas-extender serve` flags (fixed contract); each is also the environment variable TAS_<UPPER_SNAKE>.
 FLAGS = {"host", "port", "url-prefix", "tls-cert", "tls-key", "kubeconfig", "in-cluster", "cluster",
@@ -70,6 +73,8 @@ def build(directory: Path) -> list[dict]:
     for entry in spec.get("resources", []):
         path = (directory / entry).resolve()
         docs += build(path) if path.is_dir() else load_docs(path)
+    for component in spec.get("components", []):
+        _set_images(docs, kustomization((directory / component).resolve()).get("images", []))
     for patch in spec.get("patches", []):
         for patch_doc in load_docs(directory / patch["path"]):
             targets = [d for d in docs if d["kind"] == patch_doc["kind"]
@@ -77,6 +82,17 @@ def build(directory: Path) -> list[dict]:
             assert len(targets) == 1, f"patch {patch['path']} matches {len(targets)} objects"
             _merge(targets[0], {k: v for k, v in patch_doc.items() if k not in ("apiVersion", "kind")})
     return docs
+
+
+def _set_images(docs: list[dict], images: list[dict]) -> None:
+    """kustomize's `images:`: containers whose image is `name` (with or without a tag) get newName/newTag."""
+    for doc in docs:
+        template = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for c in template.get("containers", []) + template.get("initContainers", []):
+            name, _, tag = c["image"].partition(":")
+            for image in images:
+                if image["name"] == name:
+                    c["image"] = f"{image.get('newName', name)}:{image.get('newTag', tag)}"
 
 
 @cache
@@ -270,7 +286,35 @@ def test_only_known_custom_kinds_bypass_the_schema_check():
 # --- the Topology CRD and the example ------------------------------------------------------------------------------
 
 def topology_crd() -> dict:
-    return get(installed(), "CustomResourceDefinition", "topologies.kai.scheduler")
+    return get(build(CRD), "CustomResourceDefinition", "topologies.kai.scheduler")
+
+
+def test_uninstall_leaves_the_topology_crd_and_every_topology():
+    """KAI-Scheduler ships the same CRD: `kubectl delete -k manifests/` (or cert-manager/) must not delete
+    it, and installing must not replace it. The CRD is its own kustomization, created only where missing."""
+    for directory in (MANIFESTS, CERT_MANAGER):
+        assert not [d for d in build(directory) if d["kind"] == "CustomResourceDefinition"], directory
+    assert [(d["kind"], d["metadata"]["name"]) for d in build(CRD)] == [
+        ("CustomResourceDefinition", "topologies.kai.scheduler")]
+
+
+def test_images_are_one_setting_for_both_installs():
+    """The images component is the one place to set them; the scheduler defaults to the oldest supported
+    cluster (a kube-scheduler may not be newer than its API server)."""
+    images = {i["name"]: i for i in kustomization(IMAGES)["images"]}
+    assert kustomization(IMAGES)["kind"] == "Component"
+    assert kustomization(MANIFESTS)["components"] == ["images"]
+    assert kustomization(CERT_MANAGER)["components"] == ["../images"]
+    tag = images["registry.k8s.io/kube-scheduler"]["newTag"]
+    major, minor = map(int, re.fullmatch(r"v(\d+)\.(\d+)\.\d+", tag).groups())
+    assert (major, minor) == OLDEST_SUPPORTED
+    for directory in (MANIFESTS, CERT_MANAGER):
+        docs = build(directory)
+        assert container(scheduler_deployment(docs))["image"] == f"registry.k8s.io/kube-scheduler:{tag}"
+        assert container(extender_deployment(docs))["image"] == \
+            f"{images['tas-extender']['newName']}:{images['tas-extender']['newTag']}"
+    base = yaml.safe_load((BASE / "scheduler-deployment.yaml").read_text())
+    assert ":" not in container(base)["image"], "the tag belongs in images/kustomization.yaml only"
 
 
 def topology_schema() -> dict:
@@ -697,11 +741,11 @@ def test_scheduler_trusts_the_ca_of_the_extender_certificate():
     assert [item["key"] for item in source["secret"]["items"]] == ["ca.crt"]   # never the private key
 
 
-def test_scheduler_deployment_runs_kube_scheduler_136_with_leader_election():
+def test_scheduler_deployment_runs_kube_scheduler_with_leader_election():
     docs = installed()
     deployment = scheduler_deployment(docs)
     c = container(deployment)
-    assert re.fullmatch(r"registry\.k8s\.io/kube-scheduler:v1\.36\.\d+", c["image"])
+    assert re.fullmatch(r"registry\.k8s\.io/kube-scheduler:v1\.\d+\.\d+", c["image"])
     assert deployment["spec"]["replicas"] >= 2
     assert scheduler_config(docs)["leaderElection"]["leaderElect"] is True
     cert_dir = flag(c["command"], "cert-dir")

@@ -65,7 +65,8 @@ class E2ECluster:
     def install(self) -> "E2ECluster":
         plane = self.plane
         ca_pem = plane.certs.ca_crt.read_bytes()
-        self.apply(manifest("topology-crd.yaml") + yaml_docs(Path(__file__).with_name("crds.yaml")))
+        self.apply(yaml_docs(REPO / "manifests" / "crd" / "topology-crd.yaml")
+                   + yaml_docs(Path(__file__).with_name("crds.yaml")))
         self.apply(manifest("namespace.yaml") + manifest("extender-rbac.yaml"))
         plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
         self.apply([{"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": TOPOLOGY},
