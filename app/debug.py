@@ -146,8 +146,10 @@ def topology(name: str, request: Request,
 def _topology_tree(service: ServiceState, tree, resources: list[str]) -> dict:
     cluster = service.cluster
     columns = [cluster.resources.column[r] for r in resources]
+    usable, unusable = cluster.usable_free()
+    # free: usable free capacity; unusable: free capacity on NotReady, cordoned or tainted nodes
     matrices = {"allocatable": cluster.capacity.allocatable, "used": cluster.capacity.used,
-                "reserved": cluster.capacity.reserved, "free": cluster.capacity.free}
+                "reserved": cluster.capacity.reserved, "free": usable, "unusable": unusable}
     sums = {kind: {r: sum_by_level(tree, matrix[:, c]) for r, c in zip(resources, columns)}
             for kind, matrix in matrices.items()}
     reservations: dict[int, list[str]] = {}

@@ -98,6 +98,7 @@ class GangPlan:
             "gang": self.key,
             "namespace": self.tree.namespace,
             "name": self.tree.name,
+            "workload": self.tree.workload or self.tree.name,
             "kind": self.tree.kind,
             "status": self.status,
             "topology": self.topology,

@@ -247,7 +247,7 @@ def group_podgroup(podgroup: Mapping, pods: Sequence[Mapping],
     root, subgroups, topology, warnings = _validated(podgroup, topologies)
     tree = GroupTree(namespace=(podgroup.get("metadata") or {}).get("namespace") or "default",
                      name=_name(podgroup), kind="PodGroup", root=_group(root, subgroups), topology=topology,
-                     warnings=warnings)
+                     warnings=warnings, workload=_name(podgroup))
     first_spec: Mapping | None = None
     for leaf in [g for g in tree.groups() if g.is_leaf]:
         members = leaf_pods(leaf.name, pods, podgroup, tree)

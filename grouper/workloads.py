@@ -389,7 +389,7 @@ def _leader_in_subgroup_zero(workload: Mapping, plans: list[RolePlan]) -> bool:
 
 def _tree(workload: Mapping, name: str, root: Constraint, plans: list[RolePlan], topology: str | None,
           strategy: str | None, shape: WorkloadShape, warnings: list[str],
-          priority_classes: Sequence[Mapping] = ()) -> GroupTree:
+          priority_classes: Sequence[Mapping] = (), group: int | None = None) -> GroupTree:
     joined = _leader_in_subgroup_zero(workload, plans)
     lead = [Slot("leader", 0)] if joined else []
     children = [_role_group(plan, lead if plan.role.name == "worker" else [])
@@ -406,7 +406,13 @@ def _tree(workload: Mapping, name: str, root: Constraint, plans: list[RolePlan],
         root=root_group,
         roles={p.role.name: RoleSpec(p.role.name, p.role.replicas, p.role.spec) for p in plans},
         topology=topology, strategy=strategy, priority=priority, preemption_policy=preemption,
-        warnings=list(warnings))
+        warnings=list(warnings), workload=_workload_label(workload, group))
+
+
+def _workload_label(workload: Mapping, group: int | None) -> str:
+    """The name the user knows: the workload's, with the group of a LeaderWorkerSet."""
+    name = str((workload.get("metadata") or {}).get("name") or "")
+    return name if group is None else f"{name} (group {group})"
 
 
 def group_workload(workload: Mapping, topologies: Mapping[str, TopologyTree] | None = None,
@@ -429,6 +435,6 @@ def group_workload(workload: Mapping, topologies: Mapping[str, TopologyTree] | N
     strategy = _strategy(workload, shape)
     if shape.family == "lws":
         return [_tree(workload, podgroup_name(workload, g), root, plans, topology, strategy, shape, warnings,
-                      priority_classes) for g in range(shape.groups)]
+                      priority_classes, group=g) for g in range(shape.groups)]
     return [_tree(workload, podgroup_name(workload), root, plans, topology, strategy, shape, warnings,
                   priority_classes)]

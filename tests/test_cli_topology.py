@@ -20,12 +20,13 @@ def test_demo_shows_racks_capacities_and_node_states(capsys):
     assert code == 0 and err == ""
     lines = out.splitlines()
     assert lines[0].startswith("topology default (kai.scheduler/v1alpha1/Topology): zone > block > rack > host")
-    assert "[nvidia.com/gpu free/total]" in lines[0]
+    assert "[nvidia.com/gpu usable free/total; (+N) free on NotReady, cordoned or tainted nodes]" in lines[0]
 
     def figure(name):
         return next(line.split()[1] for line in lines if line.split()[0] == name)
 
-    assert figure("zone-a") == "112/128"          # 128 GPUs; 4 + 4 + 8 in use
+    assert figure("zone-a") == "104/128"          # 128 GPUs; 4 + 4 + 8 in use; NotReady node-16's 8 apart
+    assert next(line.split()[2] for line in lines if line.split()[0] == "zone-a") == "(+8)"
     assert figure("a-block-1-rack-1") == "24/32"
     assert figure("b-block-2-rack-1") == "16/32"
     assert figure("node-09") == "0/8"
@@ -37,8 +38,8 @@ def test_demo_shows_racks_capacities_and_node_states(capsys):
 def test_demo_is_the_default_and_other_resources_can_be_shown(capsys):
     assert run(capsys)[1] == run(capsys, "--demo")[1]
     code, out, _ = run(capsys, "--resource", "memory")
-    assert code == 0 and "[memory free/total]" in out
-    assert "16192Gi/16Ti" in out     # zone-a: 16 nodes x 1Ti; 3 pods x 64Gi in use
+    assert code == 0 and "[memory usable free/total" in out
+    assert "15168Gi/16Ti (+1Ti)" in out     # zone-a: 16 nodes x 1Ti; 3 pods x 64Gi in use; node-16 apart
 
 
 def test_an_unknown_resource_lists_the_valid_ones(capsys):
@@ -54,7 +55,7 @@ def test_a_cluster_file(tmp_path, capsys):
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
     code, out, err = run(capsys, "--cluster", str(path))
     assert code == 0, err
-    assert "a-block-1-rack-1                        24/24" in out
+    assert "a-block-1-rack-1                             24/24" in out
     assert "1 node(s) left out: node-01 (missing level label network.example.com/rack)" in out
 
 
@@ -104,3 +105,24 @@ def test_the_console_script_runs():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "a-block-2-rack-2" in result.stdout
+
+
+def test_free_counts_only_usable_nodes_and_shows_the_rest_apart(capsys):
+    """Issue 16 item 2: NotReady node-16 and tainted node-24 are not free capacity; a taint on an extended
+    resource (nvidia.com/gpu, tolerated by admission for the pods that request it) does not count."""
+    from app.cluster_file import load_cluster
+
+    cluster = load_cluster(None)
+    usable, unusable = cluster.usable_free()
+    gpu = cluster.resources.column["nvidia.com/gpu"]
+    stranded = {cluster.nodes[i].name for i in range(len(cluster.nodes)) if unusable[i, gpu]}
+    assert stranded == {"node-16", "node-24"}
+    node = cluster.nodes[cluster.node_index["node-05"]]
+    cluster.nodes[cluster.node_index["node-05"]] = type(node)(
+        node.name, node.labels, node.allocatable, taints=({"key": "nvidia.com/gpu", "value": "present",
+                                                          "effect": "NoSchedule"},))
+    assert not cluster.unusable_nodes()[cluster.node_index["node-05"]]
+    assert main(["topology", "--demo"]) == 0
+    out = capsys.readouterr().out
+    assert "a-block-2-rack-2                        24/32 (+8)" in out
+    assert "zone-a                                    104/128 (+8)" in out

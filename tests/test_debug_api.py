@@ -47,8 +47,9 @@ def test_topology_tree_has_capacity_usage_and_reservations_per_domain():
     assert [z["value"] for z in zones] == ["zone-a", "zone-b"]
     assert sum(z["allocatable"][GPU] for z in zones) == 256
     assert sum(z["reserved"][GPU] for z in zones) == 32
-    for zone in zones:
-        assert zone["free"][GPU] == zone["allocatable"][GPU] - zone["used"][GPU] - zone["reserved"][GPU]
+    for zone in zones:       # free is usable free; NotReady node-16 and tainted node-24 hold the unusable part
+        assert zone["free"][GPU] + zone["unusable"][GPU] == \
+            zone["allocatable"][GPU] - zone["used"][GPU] - zone["reserved"][GPU]
         assert zone["used"][GPU] == sum(b["used"][GPU] for b in zone["children"])
     nodes = [n for z in zones for b in z["children"] for r in b["children"] for h in r["children"] for n in h["nodes"]]
     assert len(nodes) == 32
@@ -56,6 +57,9 @@ def test_topology_tree_has_capacity_usage_and_reservations_per_domain():
     assert node16["ready"] is False
     node24 = next(n for n in nodes if n["node"] == "node-24")
     assert node24["taints"] == ["maintenance=nic-firmware:NoSchedule"]
+    for node in (node16, node24):
+        assert node["free"][GPU] == 0 and node["unusable"][GPU] == 8
+    assert sum(z["unusable"][GPU] for z in zones) == 16
     reserved = [n for n in nodes if n["reservations"]]
     assert sum(n["reserved"][GPU] for n in reserved) == 32
     assert all(r.startswith("team-a/pg-llama-uid-llama#job-") for n in reserved for r in n["reservations"])

@@ -309,3 +309,19 @@ def test_empty_cluster_shows_empty_states(browser):
     finally:
         empty.stop()
 
+
+
+def test_counts_say_what_they_count_and_gangs_show_the_workload_name(service, browser):
+    """Issue 16 item 2: usable free capacity apart from what NotReady / tainted nodes hold, gang counts
+    labelled as gangs, pod counts as pods, and each gang card named by the workload the user submitted."""
+    loaded(browser, f"{service.url}/ui")
+    text = browser.evaluate("document.body.innerText")
+    totals = service.http.get("/debug/topology/default", params={"resource": "nvidia.com/gpu"}).json()["totals"]
+    assert totals["unusable"]["nvidia.com/gpu"] == 16                     # node-16 NotReady, node-24 tainted
+    assert f"{totals['free']['nvidia.com/gpu']} usable free of 256 (+16 on NotReady, cordoned or tainted nodes)" in text
+    counts = browser.evaluate("[...document.querySelectorAll('.count')].map((c) => c.textContent)")
+    assert any(c.endswith("gangs bound") or c.endswith("gang bound") for c in counts), counts
+    llama = "[data-gang=\"team-a/pg-llama-uid-llama\"]"
+    assert browser.evaluate(f"document.querySelector('{llama} .gang-name').textContent") == "llama"
+    assert browser.evaluate(f"document.querySelector('{llama} .pods').textContent") == \
+        "pods: 3 bound · 5 planned · 0 unplaced"

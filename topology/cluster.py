@@ -9,7 +9,7 @@ import numpy as np
 from .capacity import Capacity
 from .nodes import NodeInfo, PodPlacementRules
 from .objects import ClusterObjects
-from .resources import ResourceIndex, pod_requests
+from .resources import BASE_RESOURCES, ResourceIndex, pod_requests
 from .sources import build_trees
 from .tree import TopologyTree
 
@@ -147,6 +147,21 @@ class Cluster:
     @property
     def free(self) -> np.ndarray:
         return self.capacity.free
+
+    def unusable_nodes(self) -> np.ndarray:
+        """Nodes no ordinary pod can land on: NotReady, cordoned, or with a NoSchedule / NoExecute taint
+        other than an extended resource's (`nvidia.com/gpu`), which admission tolerates for the pods that
+        request it (ExtendedResourceToleration). Their free capacity is shown apart, not as free."""
+        extended = set(self.resources.names) - set(BASE_RESOURCES)
+        return np.fromiter((not n.ready or n.unschedulable or any(
+            t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") not in extended for t in n.taints)
+            for n in self.nodes), dtype=bool, count=len(self.nodes))
+
+    def usable_free(self) -> tuple[np.ndarray, np.ndarray]:
+        """(free capacity on usable nodes, free capacity on unusable ones), never negative."""
+        free = np.maximum(self.capacity.free, 0)
+        unusable = self.unusable_nodes()[:, None]
+        return np.where(unusable, 0, free), np.where(unusable, free, 0)
 
     def topology(self, name: str) -> TopologyTree:
         if name in self.topologies:

@@ -80,6 +80,7 @@ class GroupTree:
     priority: int = 0
     preemption_policy: str = "PreemptLowerPriority"
     warnings: list[str] = field(default_factory=list)
+    workload: str = ""                   # the name of the object the user submitted (Job, LWS, PodGroup, ...)
 
     @property
     def key(self) -> str:

@@ -56,10 +56,13 @@ def render(cluster: Cluster, resource: str) -> str:
 
 def _render_tree(cluster: Cluster, tree: TopologyTree, resource: str) -> list[str]:
     column = cluster.resources.column[resource]
-    free = sum_by_level(tree, np.maximum(cluster.free[:, column], 0))
+    usable, unusable = cluster.usable_free()
+    free = sum_by_level(tree, usable[:, column])
+    stranded = sum_by_level(tree, unusable[:, column])
     total = sum_by_level(tree, cluster.capacity.allocatable[:, column])
     levels = " > ".join(level.display for level in tree.levels)
-    lines = [f"topology {tree.name} ({tree.source}): {levels}   [{resource} free/total]"]
+    lines = [f"topology {tree.name} ({tree.source}): {levels}   [{resource} usable free/total; "
+             f"(+N) free on NotReady, cordoned or tainted nodes]"]
     if tree.excluded:
         lines.append(f"  {len(tree.excluded)} node(s) left out: " +
                      ", ".join(f"{n} ({why})" for n, why in sorted(tree.excluded.items())))
@@ -67,11 +70,13 @@ def _render_tree(cluster: Cluster, tree: TopologyTree, resource: str) -> list[st
     def walk(level: int, domain: int, indent: int) -> None:
         value = tree.domain_value(level, domain)
         figure = f"{format_units(resource, int(free[level][domain]))}/{format_units(resource, int(total[level][domain]))}"
+        if stranded[level][domain]:
+            figure += f" (+{format_units(resource, int(stranded[level][domain]))})"
         if level == tree.depth - 1:
             notes = _node_notes(cluster, tree.nodes_in(level, domain))
-            lines.append(f"{'  ' * indent}{value:<{40 - 2 * indent}} {figure:>10}{notes}")
+            lines.append(f"{'  ' * indent}{value:<{40 - 2 * indent}} {figure:>15}{notes}")
             return
-        lines.append(f"{'  ' * indent}{value:<{40 - 2 * indent}} {figure:>10}")
+        lines.append(f"{'  ' * indent}{value:<{40 - 2 * indent}} {figure:>15}")
         for child in tree.children_of(level, domain):
             walk(level + 1, int(child), indent + 1)
 

@@ -132,7 +132,8 @@ function draw() {
 
 function drawCounts(plans) {
   const counts = Object.entries(plans.counts).map(([status, n]) =>
-    el("span", { class: `count ${status}` }, el("b", {}, n), ` ${status}`));
+    el("span", { class: `count ${status}`, title: `gangs whose status is ${status}` },
+      el("b", {}, n), ` ${n === 1 ? "gang" : "gangs"} ${status}`));
   const s = plans.settings;
   return [...counts, el("span", { class: "count" }, el("b", {}, plans.reservations), " reserved slots"),
     el("span", { class: "setting" }, `${s.strategy} · ttl ${s.reservation_ttl} s · preemption ${s.preemption}`)];
@@ -159,11 +160,12 @@ function drawGang(gang, plan, colours) {
     el("button", { class: "gang-head", title: "show this gang on the tree",
       onclick: () => select({ gang: selected ? "" : gang.gang, topology: gang.topology || view.topology }) },
       el("span", { class: `badge ${gang.status}` }, gang.status),
-      el("span", { class: "gang-name" }, gang.name),
+      el("span", { class: "gang-name", title: `gang ${gang.gang}` }, gang.workload || gang.name),
       el("span", { class: "muted" }, gang.namespace)),
     el("div", { class: "muted" }, `${gang.kind} · ${gang.summary} · ${gang.topology || "no topology"}`),
     gang.status === "refused" ? null
-      : el("div", { class: "muted" }, `${c.bound} bound · ${c.planned} planned · ${c.unplaced} unplaced`),
+      : el("div", { class: "muted pods" }, `pods: ${c.bound} bound · ${c.planned} planned · ${c.unplaced} unplaced`),
+    el("div", { class: "muted internal" }, `PodGroup ${gang.name}`),
     gang.reason ? el("p", { class: "reason" }, gang.reason) : null,
     ...gang.warnings.map((w) => el("p", { class: "warning" }, w)),
     selected && plan ? drawPlan(plan, colours) : null);
@@ -265,8 +267,11 @@ function usage(figures, r, unit, cells = true) {
 }
 
 function summary(figures, r, unit) {
+  const unusable = figures.unusable ? figures.unusable[r] : 0;
   return el("span", { class: "summary" }, usage(figures, r, unit, false),
-    el("span", { class: "muted" }, `${amount(figures.free[r], unit)} free of ${amount(figures.allocatable[r], unit)}`));
+    el("span", { class: "muted", title: "free capacity on Ready, schedulable, untainted nodes; the rest apart" },
+      `${amount(figures.free[r], unit)} usable free of ${amount(figures.allocatable[r], unit)}` +
+      (unusable > 0 ? ` (+${amount(unusable, unit)} on NotReady, cordoned or tainted nodes)` : "")));
 }
 
 function chip(group, colours) {
