@@ -5,17 +5,16 @@ bytes, everything else (nvidia.com/gpu, pods) in whole units.
 """
 from __future__ import annotations
 
-import numpy as np
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from topology.counts import sum_by_level
 from topology.objects import ObjectsError, parse_objects
 
 from topology.nodes import NodeInfo
 
 from .objects import pod_shape_problem
+from .ui import tree_data
 
 
 def node_problem(obj: dict) -> str | None:
@@ -55,7 +54,7 @@ def metrics(request: Request) -> Response:
 def plans(request: Request) -> dict:
     service = service_of(request)
     with service.lock:
-        return {"plans": service.plans.to_json(), "counts": service.plans.status_counts(),
+        return {"plans": service.plans.to_json(), "counts": service.plans.status_counts(), "now": service.clock(),
                 "reservations": service.plans.reservation_count(),
                 "settings": {"strategy": service.settings.strategy,
                              "reservation_ttl": service.settings.reservation_ttl,
@@ -128,8 +127,14 @@ def topologies(request: Request) -> dict:
 
 @router.get("/debug/topology/{name}", summary="One topology as a tree with capacity, usage and reservations")
 def topology(name: str, request: Request,
-             resource: list[str] | None = Query(None, description="limit the figures to these resources")) -> dict:
+             resource: list[str] | None = Query(None, description="limit the figures to these resources"),
+             depth: int | None = Query(None, ge=1, description="levels to include below the start (default: all); "
+                                                               "a domain cut off carries a heat strip of its children"),
+             domain: str | None = Query(None, description="start at this domain id instead of the top")) -> Response:
+    """Built from a snapshot after the state lock is released; ETag / If-None-Match gives a 304 while the
+    cluster generation is unchanged (the page polls it every few seconds)."""
     service = service_of(request)
+    cache = _tree_cache(request)
     with service.lock:
         cluster = service.current_cluster()
         if name not in cluster.topologies:
@@ -140,54 +145,54 @@ def topology(name: str, request: Request,
         if unknown:
             raise HTTPException(400, f"resource={unknown[0]!r} is offered by no node; valid: "
                                      f"{', '.join(cluster.resources.names)}")
-        return _topology_tree(service, cluster.topologies[name], names)
+        tree = cluster.topologies[name]
+        if domain is not None and not any(domain in index for index in tree.domain_index):
+            raise HTTPException(404, f"domain={domain!r} is not a domain of topology {name!r}; "
+                                     f"ids are paths such as {tree.domain_ids[-1][0]!r}")
+        key = (service.generation, name, tuple(names), depth, domain)
+        answer = cache.get(key)
+        snap = None if answer is not None else tree_data.snapshot(service, tree, names)
+    if answer is None:
+        answer = cache.put(key, tree_data.build(snap, depth, domain))
+    etag, body = answer
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
 
 
-def _topology_tree(service: ServiceState, tree, resources: list[str]) -> dict:
-    cluster = service.cluster
-    columns = [cluster.resources.column[r] for r in resources]
-    usable, unusable = cluster.usable_free()
-    # free: usable free capacity; unusable: free capacity on NotReady, cordoned or tainted nodes
-    matrices = {"allocatable": cluster.capacity.allocatable, "used": cluster.capacity.used,
-                "reserved": cluster.capacity.reserved, "free": usable, "unusable": unusable}
-    sums = {kind: {r: sum_by_level(tree, matrix[:, c]) for r, c in zip(resources, columns)}
-            for kind, matrix in matrices.items()}
-    reservations: dict[int, list[str]] = {}
-    for key, usage in cluster.reservations.items():
-        reservations.setdefault(usage.node, []).append(key.removeprefix("gang:"))
-    pods_on: dict[int, int] = {}
-    for usage in cluster.pods.values():
-        pods_on[usage.node] = pods_on.get(usage.node, 0) + 1
+def _tree_cache(request: Request) -> tree_data.TreeCache:
+    state = request.app.state
+    if getattr(state, "tree_cache", None) is None:
+        state.tree_cache = tree_data.TreeCache()
+    return state.tree_cache
 
-    def figures(level: int, domain: int) -> dict:
-        return {kind: {r: int(sums[kind][r][level][domain]) for r in resources} for kind in matrices}
 
-    def node_entry(index: int) -> dict:
-        node = cluster.nodes[index]
-        entry = {"node": node.name, "ready": node.ready, "schedulable": not node.unschedulable,
-                 "taints": [f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}" for t in node.taints],
-                 "pods": pods_on.get(index, 0), "reservations": sorted(reservations.get(index, []))}
-        entry.update({kind: {r: int(matrix[index, c]) for r, c in zip(resources, columns)}
-                      for kind, matrix in matrices.items()})
-        return entry
+@router.get("/debug/search", summary="Find nodes, gangs, workloads, namespaces and pods by name (for the page)")
+def search(request: Request, q: str = Query(..., min_length=1, description="part of a name, case-insensitive"),
+           topology: str | None = Query(None, description="give each node's domain path in this topology"),
+           limit: int = Query(20, ge=1, le=200)) -> dict:
+    service = service_of(request)
+    needle = q.lower()
+    with service.lock:
+        cluster = service.current_cluster()
+        tree = cluster.topologies.get(topology or "")
+        nodes = []
+        for index, node in enumerate(cluster.nodes):
+            if needle in node.name.lower() and len(nodes) < limit:
+                nodes.append({"node": node.name, "path": _path(tree, index)})
+        gangs = [{"gang": p.key, "workload": p.tree.workload or p.tree.name, "namespace": p.tree.namespace,
+                  "topology": p.topology}
+                 for p in service.plans if needle in f"{p.key} {p.tree.workload}".lower()][:limit]
+        pods = []
+        for key, usage in cluster.pods.items():
+            if needle in key.lower() and len(pods) < limit:
+                pods.append({"pod": key, "node": cluster.node_names[usage.node], "path": _path(tree, usage.node)})
+    return {"query": q, "nodes": nodes, "gangs": gangs, "pods": pods}
 
-    def walk(level: int, domain: int) -> dict:
-        entry = {"level": tree.levels[level].display, "id": tree.domain_ids[level][domain],
-                 "value": tree.domain_value(level, domain), **figures(level, domain)}
-        if level + 1 < tree.depth:
-            entry["children"] = [walk(level + 1, int(c)) for c in tree.children_of(level, domain)]
-        else:
-            entry["nodes"] = [node_entry(int(i)) for i in tree.nodes_in(level, domain)]
-        return entry
 
-    return {
-        "name": tree.name, "source": tree.source,
-        "levels": [level.display for level in tree.levels],
-        "resources": resources,
-        "units": {r: ("millicores" if r == "cpu" else "bytes" if r in ("memory", "ephemeral-storage")
-                      else "units") for r in resources},
-        "domains": [walk(0, root) for root in range(tree.domain_count(0))],
-        "excluded": dict(tree.excluded),
-        "totals": {kind: {r: int(np.asarray(matrix[:, c])[tree.member].sum()) for r, c in zip(resources, columns)}
-                   for kind, matrix in matrices.items()},
-    }
+def _path(tree, node: int) -> list[str]:
+    """The ids of the domains holding a node, top level first ([] outside the topology)."""
+    if tree is None or not tree.member[node]:
+        return []
+    return [tree.domain_ids[level][int(tree.node_domain[level][node])] for level in range(tree.depth)]

@@ -99,6 +99,8 @@ class GangPlan:
             "namespace": self.tree.namespace,
             "name": self.tree.name,
             "workload": self.tree.workload or self.tree.name,
+            "priority": self.tree.priority,
+            "never_fits": "can never fit" in self.reason,
             "kind": self.tree.kind,
             "status": self.status,
             "topology": self.topology,

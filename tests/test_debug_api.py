@@ -85,3 +85,47 @@ def test_objects_can_be_added_in_standalone_mode():
     assert client.get("/debug/plans").json()["counts"]["planned"] == 1
     bad = client.post("/debug/objects", content=b"kind: [")
     assert bad.status_code == 400 and "not valid YAML or JSON" in bad.json()["detail"]
+
+
+# --- issue 16 item 1: the tree in pieces, 304 while unchanged, search -----------------------------------
+
+def test_topology_overview_cuts_at_a_depth_with_heat_strips_and_expands_one_domain():
+    client = make_client()
+    body = client.get("/debug/topology/default", params={"depth": 2, "resource": GPU}).json()
+    block = body["domains"][0]["children"][0]
+    assert "children" not in block and block["collapsed"] == 2
+    assert [r["value"] for r in block["strip"]] == ["a-block-1-rack-1", "a-block-1-rack-2"]
+    assert block["strip"][0]["free"][GPU] == 24                       # node-01/02 half used
+    opened = client.get("/debug/topology/default", params={"domain": block["id"], "depth": 2}).json()["domains"]
+    assert [d["id"] for d in opened] == [block["id"]]
+    assert [r["collapsed"] for r in opened[0]["children"]] == [4, 4]
+    missing = client.get("/debug/topology/default", params={"domain": "zone-x"})
+    assert missing.status_code == 404 and "domain='zone-x'" in missing.json()["detail"]
+
+
+def test_an_unchanged_tree_is_a_304_and_a_change_gives_a_new_etag():
+    job = indexed_job("llama", pods=8, gpus=4)
+    client = make_client(job)
+    first = client.get("/debug/topology/default", params={"depth": 2})
+    etag = first.headers["etag"]
+    assert client.get("/debug/topology/default", params={"depth": 2},
+                      headers={"If-None-Match": etag}).status_code == 304
+    filter_(client, job_pods(job)[0])                                  # reserves 32 GPUs
+    changed = client.get("/debug/topology/default", params={"depth": 2}, headers={"If-None-Match": etag})
+    assert changed.status_code == 200 and changed.headers["etag"] != etag
+    assert changed.json()["totals"]["reserved"][GPU] == 32
+
+
+def test_search_finds_nodes_with_their_domain_path_gangs_by_workload_and_pods():
+    job = indexed_job("llama", pods=8, gpus=4)
+    client = make_client(job)
+    filter_(client, job_pods(job)[0])
+    found = client.get("/debug/search", params={"q": "node-13", "topology": "default"}).json()
+    assert found["nodes"] == [{"node": "node-13", "path": [
+        "zone-a", "zone-a/a-block-2", "zone-a/a-block-2/a-block-2-rack-2", "zone-a/a-block-2/a-block-2-rack-2/node-13"]}]
+    assert [g["workload"] for g in client.get("/debug/search", params={"q": "llama"}).json()["gangs"]] == ["llama"]
+    assert [g["gang"] for g in client.get("/debug/search", params={"q": "team-a"}).json()["gangs"]] == \
+        ["team-a/pg-llama-uid-llama"]
+    pods = client.get("/debug/search", params={"q": "research/"}).json()["pods"]
+    assert pods and all(p["node"] for p in pods)
+    assert client.get("/debug/search", params={"q": ""}).status_code == 422

@@ -80,7 +80,7 @@ def test_every_element_the_script_looks_up_is_on_the_page(client):
 
 def test_every_api_path_the_script_fetches_is_a_route(client):
     fetched = set(re.findall(r'getJSON\([`"]([\w/]+)', PAGE_JS))
-    assert fetched == {"debug/plans", "debug/topology", "debug/topology/", "debug/plans/"}
+    assert fetched == {"debug/plans", "debug/topology", "debug/topology/", "debug/plans/", "debug/search"}
     routes = set(client.get("/openapi.json").json()["paths"])
     for path in fetched:
         pattern = re.compile("^/" + re.escape(path) + (r"\{" if path.endswith("/") else "$"))

@@ -7,21 +7,55 @@ const CELL_LIMIT = 16;              // nodes with more units than this get a bar
 const SLOT_LIMIT = 64;              // slots listed in the gang detail
 const PALETTE = ["#2563eb", "#db2777", "#0d9488", "#9333ea", "#ea580c", "#65a30d", "#0891b2", "#be123c"];
 const WAITING = ["refused", "pending"];
+const FULL_TREE_NODES = 512;        // larger topologies open as an overview (two levels, heat strips), expand on click
 
 const view = Object.fromEntries(new URLSearchParams(location.hash.slice(1)));   // gang, topology, resource
 let lastDrawn = "";
 let lastData = null;
+const expanded = new Set();         // domain ids opened in the overview
+const answers = {};                 // url -> {etag, data}: unchanged data comes back as 304
+let focus = null;                   // a node to bring into view after the next draw
+let scrolledFor = null;             // the gang whose domains were last brought into view
 
 // ---- fetching --------------------------------------------------------------------------------------
 
 async function getJSON(path) {
-  const response = await fetch(path, { cache: "no-store" });
+  const known = answers[path];
+  const response = await fetch(path, { cache: "no-store", headers: known ? { "If-None-Match": known.etag } : {} });
+  if (response.status === 304 && known) return known.data;
   if (!response.ok) {
     let detail = "";
     try { detail = (await response.json()).detail || ""; } catch (_) { /* not JSON */ }
     throw new Error(`${path}: HTTP ${response.status} ${detail}`.trim());
   }
-  return response.json();
+  const data = await response.json();
+  const etag = response.headers.get("ETag");
+  if (etag) answers[path] = { etag, data };
+  return data;
+}
+
+// The overview: the top two levels, then each expanded domain two levels deep, spliced in place.
+async function loadTree(name, plan) {
+  const base = `debug/topology/${enc(name)}?resource=${enc(view.resource)}`;
+  if (plan && plan.topology === name && view.gang !== scrolledFor) {
+    for (const g of plan.groups) if (g.domain && g.level !== "node") openPath(g.domain.split("/"));
+  }
+  const ids = [...expanded].sort();
+  const [top, ...parts] = await Promise.all([getJSON(`${base}&depth=2`),
+    ...ids.map((id) => getJSON(`${base}&domain=${enc(id)}&depth=2`).catch(() => null))]);
+  const byId = {};
+  parts.forEach((part, i) => { if (part) byId[ids[i]] = part.domains[0]; else expanded.delete(ids[i]); });
+  const splice = (d) => {
+    const c = { ...(d.collapsed !== undefined && byId[d.id] ? byId[d.id] : d) };
+    if (c.children) c.children = c.children.map(splice);
+    return c;
+  };
+  return { ...top, overview: true, domains: top.domains.map(splice) };
+}
+
+// Open every domain on a path of ids ("zone/block/rack" prefixes), for a search hit or a selected gang.
+function openPath(parts) {
+  for (let i = 1; i <= parts.length; i++) expanded.add(parts.slice(0, i).join("/"));
 }
 
 async function load() {
@@ -34,10 +68,11 @@ async function load() {
     view.topology = [selected && selected.topology, "default", names[0]].find((n) => names.includes(n));
   }
   if (!topologies.resources.includes(view.resource)) view.resource = defaultResource(topologies.resources);
-  const [tree, plan] = await Promise.all([
-    view.topology ? getJSON(`debug/topology/${enc(view.topology)}?resource=${enc(view.resource)}`) : null,
-    view.gang ? getJSON(`debug/plans/${view.gang.split("/").map(enc).join("/")}`) : null,
-  ]);
+  const plan = view.gang ? await getJSON(`debug/plans/${view.gang.split("/").map(enc).join("/")}`) : null;
+  const info = topologies.topologies.find((t) => t.name === view.topology);
+  let tree = null;
+  if (info && info.nodes > FULL_TREE_NODES) tree = await loadTree(view.topology, plan);
+  else if (view.topology) tree = await getJSON(`debug/topology/${enc(view.topology)}?resource=${enc(view.resource)}`);
   return { plans, topologies, tree, plan };
 }
 
@@ -58,6 +93,7 @@ async function refresh() {
   try {
     lastData = await load();
     draw();
+    afterDraw();
     showError(null);
     document.getElementById("updated").textContent = new Date().toLocaleTimeString();
   } catch (error) {
@@ -68,6 +104,55 @@ async function refresh() {
     timer = setTimeout(refresh, again ? 0 : REFRESH_MS);
     again = false;
   }
+}
+
+function afterDraw() {
+  if (!document.body.dataset.rendered) document.body.dataset.rendered = String(Math.round(performance.now()));
+  if (focus) {
+    const node = document.querySelector(`[data-node="${CSS.escape(focus)}"]`);
+    if (node) {
+      node.scrollIntoView({ block: "center" });
+      node.classList.add("found");
+      focus = null;
+    }
+  }
+  if (view.gang && view.gang !== scrolledFor) {
+    const first = document.querySelector(".domain.in-plan, .node.in-plan");
+    if (first) {
+      first.scrollIntoView({ block: "center" });
+      scrolledFor = view.gang;
+    }
+  }
+}
+
+async function search(event) {
+  event.preventDefault();
+  const q = document.getElementById("search").value.trim();
+  const box = document.getElementById("results");
+  if (!q) { box.replaceChildren(); return; }
+  try {
+    const found = await getJSON(`debug/search?q=${enc(q)}&topology=${enc(view.topology || "")}`);
+    // path: the ids of the domains holding the node, top first (the last one is the node's own)
+    const goTo = (name, path) => () => { path.slice(0, -1).forEach((id) => expanded.add(id)); focus = name; refresh(); };
+    const items = [
+      ...found.gangs.map((g) => el("button", { class: "hit gang-hit", onclick: () => select({ gang: g.gang, topology: g.topology || view.topology }) },
+        `gang ${g.workload} (${g.gang})`)),
+      ...found.nodes.map((n) => el("button", { class: "hit node-hit", onclick: goTo(n.node, n.path) }, `node ${n.node}`)),
+      ...found.pods.map((p) => el("button", { class: "hit pod-hit", onclick: goTo(p.node, p.path) }, `pod ${p.pod} on ${p.node}`)),
+    ];
+    box.replaceChildren(...(items.length ? items : [el("span", { class: "muted" }, `nothing matches "${q}"`)]));
+  } catch (error) {
+    showError(error);
+  }
+}
+
+function toggle(id) {
+  if (expanded.has(id)) {
+    for (const open of [...expanded]) if (open === id || open.startsWith(id + "/")) expanded.delete(open);
+  } else {
+    openPath(id.split("/"));
+  }
+  refresh();
 }
 
 function showError(error) {
@@ -96,7 +181,7 @@ function draw() {
   const { plans, topologies, tree, plan } = lastData;
   const colours = segmentColours(plan);
   fill("counts", drawCounts(plans));
-  fill("gangs", drawGangs(plans.plans, plan, colours));
+  fill("gangs", drawGangs(plans.plans, plan, colours, plans.now));
   fill("tabs", topologies.topologies.map((t) =>
     el("button", { class: t.name === view.topology ? "tab active" : "tab", onclick: () => select({ topology: t.name }) },
       t.name, el("small", {}, ` ${t.nodes} nodes`))));
@@ -121,7 +206,8 @@ function draw() {
   }
   const marks = plan && plan.topology === tree.name ? planMarks(plan, colours) : { nodes: {}, domains: {}, onNode: {} };
   const unit = tree.units[view.resource];
-  treeBox.replaceChildren(el("div", { class: "children" }, tree.domains.map((d) => drawDomain(d, 0, marks, unit))));
+  treeBox.replaceChildren(el("div", { class: "children" },
+    tree.domains.map((d) => drawDomain(d, 0, marks, unit, Boolean(tree.overview)))));
   for (const box of treeBox.querySelectorAll(".children")) {     // children that are all nodes: a square grid
     if ([...box.children].every((c) => c.classList.contains("node"))) {
       box.className = "nodes";
@@ -139,7 +225,7 @@ function drawCounts(plans) {
     el("span", { class: "setting" }, `${s.strategy} · ttl ${s.reservation_ttl} s · preemption ${s.preemption}`)];
 }
 
-function drawGangs(list, plan, colours) {
+function drawGangs(list, plan, colours, now) {
   if (!list.length) {
     return [el("p", { class: "empty" }, "No gangs yet. A gang appears here when kube-scheduler sends " +
       "its first pod to the extender's filter verb.")];
@@ -148,12 +234,13 @@ function drawGangs(list, plan, colours) {
   const waiting = list.filter((g) => WAITING.includes(g.status));
   const placed = list.filter((g) => !WAITING.includes(g.status));
   return [hint,
-    waiting.length ? el("h3", {}, `Waiting (${waiting.length})`) : null, ...waiting.map((g) => drawGang(g, plan, colours)),
+    waiting.length ? el("h3", {}, `Waiting (${waiting.length})`) : null,
+    ...waiting.sort((a, b) => b.priority - a.priority || a.created - b.created).map((g) => drawGang(g, plan, colours, now)),
     placed.length ? el("h3", {}, `Placed (${placed.length})`) : null, ...placed.map((g) => drawGang(g, plan, colours)),
   ];
 }
 
-function drawGang(gang, plan, colours) {
+function drawGang(gang, plan, colours, now) {
   const selected = gang.gang === view.gang;
   const c = gang.counts;
   return el("article", { class: `gang ${gang.status}${selected ? " selected" : ""}`, "data-gang": gang.gang },
@@ -163,6 +250,9 @@ function drawGang(gang, plan, colours) {
       el("span", { class: "gang-name", title: `gang ${gang.gang}` }, gang.workload || gang.name),
       el("span", { class: "muted" }, gang.namespace)),
     el("div", { class: "muted" }, `${gang.kind} · ${gang.summary} · ${gang.topology || "no topology"}`),
+    WAITING.includes(gang.status) ? el("div", { class: "queue" },
+      `waiting ${duration(now - gang.created)} · priority ${gang.priority}`,
+      gang.never_fits ? el("span", { class: "badge never" }, "can never fit") : null) : null,
     gang.status === "refused" ? null
       : el("div", { class: "muted pods" }, `pods: ${c.bound} bound · ${c.planned} planned · ${c.unplaced} unplaced`),
     el("div", { class: "muted internal" }, `PodGroup ${gang.name}`),
@@ -217,20 +307,50 @@ function planMarks(plan, colours) {
   return { nodes, domains, onNode, colours };
 }
 
-function drawDomain(domain, depth, marks, unit) {
+function drawDomain(domain, depth, marks, unit, overview = false) {
   if (domain.nodes && domain.nodes.length === 1 && domain.nodes[0].node === domain.value) {
     return drawNode(domain.nodes[0], marks, unit, domain.id);    // a host level: the domain is the node
   }
   const groups = marks.domains[domain.id];
-  return el("div", { class: `domain depth-${depth}${groups ? " in-plan" : ""}`, "data-domain": domain.id },
-    el("div", { class: "domain-head" },
-      el("span", { class: "level", title: domain.level }, domain.level.split("/").pop()), " ",
-      el("span", { class: "domain-name" }, domain.value)),
-    summary(domain, view.resource, unit),
+  const collapsed = domain.collapsed !== undefined;
+  const head = el("div", { class: "domain-head" },
+    el("span", { class: "level", title: domain.level }, domain.level.split("/").pop()), " ",
+    el("span", { class: "domain-name" }, domain.value),
+    collapsed ? el("span", { class: "muted" }, ` · ${domain.collapsed} inside`) : null);
+  const opener = overview && depth > 0
+    ? el("button", { class: "opener", title: collapsed ? "expand" : "collapse", "aria-expanded": String(!collapsed),
+      onclick: () => toggle(domain.id) }, collapsed ? "▸" : "▾", head)
+    : head;
+  let body;
+  if (collapsed) body = heatStrip(domain, unit);
+  else if (domain.children) {
+    body = el("div", { class: "children" }, domain.children.map((c) => drawDomain(c, depth + 1, marks, unit, overview)));
+  } else {
+    body = el("div", { class: "nodes", style: `--columns: ${Math.ceil(Math.sqrt(domain.nodes.length))}` },
+      domain.nodes.map((n) => drawNode(n, marks, unit)));
+  }
+  return el("div", { class: `domain depth-${depth}${groups ? " in-plan" : ""}${collapsed ? " collapsed" : ""}`,
+    "data-domain": domain.id },
+    opener, summary(domain, view.resource, unit),
     groups ? el("div", { class: "plan-tag" }, groups.map((g) => chip(g, marks.colours))) : null,
-    domain.children ? el("div", { class: "children" }, domain.children.map((c) => drawDomain(c, depth + 1, marks, unit)))
-      : el("div", { class: "nodes", style: `--columns: ${Math.ceil(Math.sqrt(domain.nodes.length))}` },
-        domain.nodes.map((n) => drawNode(n, marks, unit))));
+    body);
+}
+
+// A collapsed domain: one cell per child, coloured by its share of usable free capacity (red none, green all).
+function heatStrip(domain, unit) {
+  const r = view.resource;
+  return el("div", { class: "strip" }, domain.strip.map((c) => {
+    const share = c.allocatable[r] > 0 ? c.free[r] / c.allocatable[r] : 0;
+    return el("i", { class: "heat", "data-child": c.id, style: `--share: ${share.toFixed(3)}`,
+      title: `${c.value}: ${amount(c.free[r], unit)} usable free of ${amount(c.allocatable[r], unit)}` });
+  }));
+}
+
+function duration(seconds) {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 120) return `${s} s`;
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  return `${(s / 3600).toFixed(1)} h`;
 }
 
 function drawNode(node, marks, unit, domainId = null) {
@@ -240,7 +360,10 @@ function drawNode(node, marks, unit, domainId = null) {
     .filter(Boolean);
   const title = [`${node.node}: ${amount(node.free[r], unit)} of ${amount(node.allocatable[r], unit)} ${r} free`,
     `used ${amount(node.used[r], unit)}, reserved ${amount(node.reserved[r], unit)}, ${node.pods} pods`,
-    ...node.taints.map((t) => `taint ${t}`), ...node.reservations.map((k) => `reservation ${k}`)].join("\n");
+    ...node.taints.map((t) => `taint ${t}`), ...node.reservations.map((k) => `reservation ${k}`),
+    ...(node.holders || []).map((p) => `pod ${p}`),
+    node.pods > (node.holders || []).length ? `and ${node.pods - node.holders.length} more pods` : ""]
+    .filter(Boolean).join("\n");
   const colour = slots && marks.colours[slots[0].group];
   const classes = ["node", flags.length && "unusable", slots && "in-plan",
     (marks.domains[domainId] || marks.onNode[node.node]) && "domain-in-plan"];
@@ -305,4 +428,5 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+document.getElementById("search-form").addEventListener("submit", search);
 refresh();
