@@ -7,7 +7,8 @@ const CELL_LIMIT = 16;              // nodes with more units than this get a bar
 const SLOT_LIMIT = 64;              // slots listed in the gang detail
 const PALETTE = ["#2563eb", "#db2777", "#0d9488", "#9333ea", "#ea580c", "#65a30d", "#0891b2", "#be123c"];
 const WAITING = ["refused", "pending"];
-const FULL_TREE_NODES = 512;        // larger topologies open as an overview (two levels, heat strips), expand on click
+// larger topologies open as an overview (two levels, heat strips), expand on click; ?full draws every node
+const FULL_TREE_NODES = new URLSearchParams(location.search).has("full") ? Infinity : 512;
 
 const view = Object.fromEntries(new URLSearchParams(location.hash.slice(1)));   // gang, topology, resource
 let lastDrawn = "";
