@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from grouper.affinity import one_per_host, selects
 from topology.demo import demo_objects
 
@@ -136,21 +138,15 @@ def test_pods_attracting_each_other_on_the_rack_key_share_one_rack():
     assert answer["NodeNames"] == [] and "rack" in next(iter(answer["FailedNodes"].values()))
 
 
-def test_anti_affinity_to_running_pods_keeps_the_gang_out_of_their_rack():
-    job, pods = inference(pods=4, gpus=8)
-    with_affinity(pods, "podAntiAffinity", {"app": "noisy"}, RACK)
-    objects = only_nodes(8) + [running_pod("noisy", "node-01", {"app": "noisy"})]
-    client = make_client(job, objects=objects)
-    placed = [schedule(client, pod) for pod in pods]
-    assert all(placed) and {rack_of(client, node) for node in placed} == {"a-block-1-rack-2"}, placed
-
-
-def test_affinity_to_running_pods_brings_the_gang_into_their_rack():
-    job, pods = inference(pods=2, gpus=8)
-    with_affinity(pods, "podAffinity", {"app": "cache"}, RACK)
-    objects = only_nodes(8) + [running_pod("cache", "node-07", {"app": "cache"})]
-    client = make_client(job, objects=objects)
-    placed = [schedule(client, pod) for pod in pods]
+@pytest.mark.parametrize("field, pods, runs_on", [
+    ("podAntiAffinity", 4, "node-01"),     # repelled by a pod in rack 1: the gang goes to rack 2
+    ("podAffinity", 2, "node-07"),         # drawn to a pod in rack 2 (binpack alone would pick rack 1)
+])
+def test_terms_about_running_pods_choose_the_rack(field, pods, runs_on):
+    job, made = inference(pods=pods, gpus=8)
+    with_affinity(made, field, {"app": "other"}, RACK)
+    client = make_client(job, objects=only_nodes(8) + [running_pod("other", runs_on, {"app": "other"})])
+    placed = [schedule(client, pod) for pod in made]
     assert all(placed) and {rack_of(client, node) for node in placed} == {"a-block-1-rack-2"}, placed
 
 

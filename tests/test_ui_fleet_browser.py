@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from service_helpers import indexed_job, job_pods
-from test_ui_browser import CHROMIUM, Browser, Service, loaded
+from test_ui_browser import CHROMIUM, Service, browser, loaded  # noqa: F401 - browser is a fixture
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from synth import synth_cluster_objects  # noqa: E402
@@ -27,13 +27,6 @@ def fleet():
     service.schedule(job_pods(WIDE)[0], bind=False)          # a planned gang in one block
     yield service
     service.stop()
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    browser = Browser(tmp_path_factory.mktemp("chromium-fleet"))
-    yield browser
-    browser.close()
 
 
 def test_a_large_topology_opens_as_an_overview_of_heat_strips(fleet, browser):
