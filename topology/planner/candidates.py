@@ -7,6 +7,7 @@ import numpy as np
 from .demand import GroupInfo
 from .joint import joint_fit
 from .layout import ROOT, Layout
+from .segments import units_needed
 from .state import State
 
 
@@ -42,11 +43,13 @@ def in_scope(layout: Layout, level: int, scope_level: int, scope_domain: int) ->
 
 
 def candidates(state: State, group: GroupInfo, level: int, scope_level: int, scope_domain: int,
-               occupied: list[np.ndarray] | None, spread: bool, near: int | None = None) -> np.ndarray:
+               occupied: list[np.ndarray] | None, spread: bool, near: int | None = None,
+               target: tuple[int, int] | None = None) -> np.ndarray:
     """Every domain that could hold the subtree (see joint.py), best first: nearest to `near` (a node of the previous sibling, so
     siblings share as many ancestors as possible), then the tightest (binpack) or emptiest (spread)
     leftover, then the leftover of its parent, grandparent, ... the same way, then tree order (domain
-    names)."""
+    names). A segment's `target` (the domain allotted to it with its siblings, see segments.py) comes
+    before all of these; at finer levels only domains inside the target are candidates."""
     layout = state.layout
     domains = in_scope(layout, level, scope_level, scope_domain)
     pinned = pinned_domain(layout, group, level)
@@ -73,6 +76,9 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
     keep &= joint_fit(state, group, level, domains)
     if group.claim is not None and level >= group.claim and occupied is not None and not group.pinned.size:
         keep &= ~occupied[group.claim][layout.ancestors(level, group.claim)[domains]]
+    if target is not None and level > target[0]:
+        # finer than its allotted domain, a segment stays inside it (at the allotted level it may leave)
+        keep &= on_target(layout, level, domains, target)
     domains = domains[keep]
     if domains.size <= 1:
         return domains
@@ -92,6 +98,9 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
             room_above = state.count(primary, above, layout.ancestors(level, above)[domains])
             keys.append(-room_above if spread else room_above)
     keys.append(leftover)
+    if room is not None:
+        # segments: the domain that holds them in the fewest segment-level domains before a tighter one
+        keys.append(units_needed(state, shape, level, domains, shape.count))
     if near is not None and level >= 0 and primary is not None:
         # siblings stay together: fewer domains used at every level beats a tighter fit
         shared = np.zeros(len(domains), dtype=np.int64)
@@ -103,8 +112,18 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
         keys.append((~holds_elastic(state, group, level, domains)).astype(np.int64))
     if room is not None and not shape.hard:
         keys.append((room[keep] < shape.count).astype(np.int64))
+    if target is not None:
+        keys.append((~on_target(layout, level, domains, target)).astype(np.int64))
     order = np.lexsort(keys)
     return domains[order]
+
+
+def on_target(layout: Layout, level: int, domains: np.ndarray, target: tuple[int, int]) -> np.ndarray:
+    """Which domains lie inside the target domain, or contain it."""
+    target_level, target_domain = target
+    if level >= target_level:
+        return layout.ancestors(level, target_level)[domains] == target_domain
+    return domains == layout.ancestors(target_level, level)[target_domain]
 
 
 def elastic_want(group: GroupInfo) -> dict[str, int]:

@@ -19,6 +19,7 @@ from .demand import GroupInfo
 from .fill import select
 from .joint import rest_fits
 from .layout import ROOT
+from .segments import allot
 from .state import State
 
 UNLIMITED = 1 << 62
@@ -44,6 +45,7 @@ class Placer:
         self.sealed: set[GroupInfo] = set()               # satisfied without a domain (nothing to place)
         self.frozen: set[GroupInfo] = set()               # sealed subtrees: no elastic pods
         self.failures: dict[GroupInfo, str] = {}
+        self.targets: dict[GroupInfo, tuple[int, int]] = {}  # segment -> the domain allotted to it
         self.explainer = explainer
         self.tried = 0
         self._hidden = NO_SLOTS                           # the node a leaf refill leaves out
@@ -190,7 +192,7 @@ class Placer:
 
     def _candidates(self, group: GroupInfo, level: int, scope_level: int, scope_domain: int) -> np.ndarray:
         return candidates(self.state, group, level, scope_level, scope_domain, self.occupied, self.spread,
-                          self._near(group))
+                          self._near(group), self.targets.get(group))
 
     def _near(self, group: GroupInfo) -> int | None:
         """A node of the sibling placed just before this group (segment i+1 goes next to segment i)."""
@@ -259,6 +261,7 @@ class Placer:
     def _contents(self, group: GroupInfo, level: int, domain: int, then: Then) -> bool:
         if group.is_leaf:
             return self._place_leaf(group, level, domain, then)
+        self.targets.update(allot(self.state, group, level, domain))     # segments: all together
         for order in self._child_orders(group):
             mark = self.state.mark()
             if self._children(group, order, 0, 0, level, domain, then):

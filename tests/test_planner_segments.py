@@ -1,0 +1,83 @@
+"""Segments placed together (issue 15 item 2): a segmented group uses no more domains at any level than
+the best placement of the same pods in whole segments."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracle import check_plan
+from planner_cases import free_matrix, grid_topology, plan_input, request, segmented
+
+from topology.planner import plan_gang
+from topology.planner.segments import best_fit
+
+ONE_GPU = {"w": request(gpu=1, cpu=100)}
+
+
+def used(topology, plan, level: int) -> int:
+    return len({topology.node_domain[level][node] for node in plan.slots.values()})
+
+
+def whole_segment_optimum(topology, free, size: int, count: int, level: int) -> tuple[int, ...]:
+    """Domains used at levels 0..level by the best choice of segment-level domains (coarsest level
+    first), each holding free // size segments per node summed over the domain, by exhaustive search."""
+    units = sorted({topology.node_domain[level][n] for n in range(len(free))})
+    room = {u: sum(int(free[n]) for n in range(len(free)) if topology.node_domain[level][n] == u) // size
+            for u in units}                                    # one GPU a pod: free GPUs are pods
+    anchor = {u: next(n for n in range(len(free)) if topology.node_domain[level][n] == u) for u in units}
+    best = None
+    for k in range(1, len(units) + 1):
+        for chosen in itertools.combinations(units, k):
+            if sum(room[u] for u in chosen) < count:
+                continue
+            counts = tuple(len({topology.node_domain[l][anchor[u]] for u in chosen}) for l in range(level + 1))
+            best = counts if best is None or counts < best else best
+    return best
+
+
+def test_segments_take_the_host_with_most_segments_first():
+    """Rack 0: three hosts with room for one 2-pod segment and one for three; rack 1: hosts for 1, 2, 2.
+    Four segments required on one host each: one after the other, each in the tightest host near the
+    last, they took three hosts of rack 1; all together they take two hosts."""
+    topology = grid_topology((1, 1, 2, 4))
+    inp = plan_input(segmented("w", 8, 2, "host"), topology, free_matrix([2, 2, 2, 6, 2, 4, 4, 0]), ONE_GPU)
+    plan = plan_gang(inp)
+    assert check_plan(inp, plan) == [] and plan.placed
+    assert used(topology, plan, 3) == 2
+
+
+def test_best_fit_takes_the_roomiest_then_the_tightest_for_the_remainder():
+    assert best_fit(np.array([1, 3, 2, 1]), 4) == [(1, 3), (0, 1)]
+    assert best_fit(np.array([1, 3, 2, 1]), 5) == [(1, 3), (2, 2)]
+    assert best_fit(np.array([1, 1]), 3) is None
+
+
+@st.composite
+def instances(draw):
+    shape = (1, draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 3)))
+    nodes = int(np.prod(shape))
+    free = draw(st.lists(st.integers(0, 6), min_size=nodes, max_size=nodes))
+    size = draw(st.integers(1, 3))
+    count = draw(st.integers(1, 5))
+    level = draw(st.sampled_from(["rack", "host"]))
+    strategy = draw(st.sampled_from(["binpack", "spread"]))
+    return shape, free, size, count, level, strategy
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_segmented_group_never_uses_more_domains_than_whole_segments_need(case):
+    shape, free, size, count, level_name, strategy = case
+    topology = grid_topology(shape)
+    level = 2 if level_name == "rack" else 3
+    inp = plan_input(segmented("w", size * count, size, level_name), topology, free_matrix(free), ONE_GPU,
+                     strategy=strategy)
+    plan = plan_gang(inp)
+    optimum = whole_segment_optimum(topology, free, size, count, level)
+    assert (optimum is not None) == plan.placed
+    if plan.placed:
+        assert check_plan(inp, plan) == []
+        got = tuple(used(topology, plan, l) for l in range(level + 1))
+        assert all(g <= o for g, o in zip(got, optimum)), (got, optimum)

@@ -1,0 +1,109 @@
+"""Where a group's segments go, chosen for all of them together (issue 15 item 2).
+
+Placed one at a time, each segment in the tightest domain near the previous one, a segmented group
+spreads over more racks and hosts than the same pods need in whole segments. Instead, before its
+children are placed, the group splits its segments over the domains below its own, level by level,
+as Kueue's BestFit does: at each level the domains with room for the most whole segments take as many
+as they hold, and the remainder goes to the tightest domain that holds it all. Each segment is then
+placed with its allotted domain tried first; the search may still move it (the allotment is a
+preference, not a rule), so completeness is unchanged."""
+from __future__ import annotations
+
+import numpy as np
+
+from .demand import GroupInfo, SegmentShape
+from .layout import ROOT
+from .state import State
+
+
+def allot(state: State, group: GroupInfo, level: int, domain: int) -> dict[GroupInfo, tuple[int, int]]:
+    """For each segment child of the group placed in (level, domain): the (segment level, domain)
+    to try first. Empty when the group has no segment shape below its domain or the segments do not
+    fit whole."""
+    shape = group.segments
+    if shape is None or shape.level <= level:
+        return {}
+    targets = None
+    for size in dict.fromkeys((_with_elastic(group), shape.size)):   # room for elastic pods too, if any
+        per_unit = state.counts[shape.role][shape.level] // size
+        targets = _split(state, shape, per_unit, level, domain, shape.count)
+        if targets is not None:
+            break
+    if targets is None:
+        return {}
+    segments = [child for child in group.children if child.need_total == shape.size]
+    return {child: (shape.level, target) for child, target in zip(segments, targets)}
+
+
+def _with_elastic(group: GroupInfo) -> int:
+    """Pods of the largest segment, its elastic pods included."""
+    return max(sum(len(ids) for _, ids in child.mandatory + child.optional) for child in group.children)
+
+
+def _split(state: State, shape: SegmentShape, per_unit: np.ndarray, level: int, domain: int,
+           count: int) -> list[int] | None:
+    """`count` segment domains inside (level, domain): level by level top-down, the fewest domains
+    that hold them all among those chosen one level up (pooled, so a domain of the level above is
+    not filled for its own sake when two others hold the rest in fewer domains below)."""
+    layout = state.layout
+    chosen = np.array([domain], dtype=np.int64)
+    for below in range(level + 1, shape.level + 1):
+        owner_above = layout.ancestors(below, level) if level != ROOT else np.zeros(layout.size(below), np.int64)
+        inside_chosen = np.isin(layout.ancestors(below, below - 1), chosen) if below - 1 > level else \
+            owner_above == domain
+        units = np.flatnonzero(inside_chosen)
+        owner = layout.ancestors(shape.level, below)
+        room = np.bincount(owner, weights=per_unit, minlength=layout.size(below)).astype(np.int64)[units]
+        spans = lambda take, units=units, below=below: units_needed(state, shape, below, units, take)  # noqa: E731
+        picked = best_fit(room, count, spans if below < shape.level else None)
+        if picked is None:
+            return None
+        if below == shape.level:
+            return [int(units[index]) for index, take in picked for _ in range(take)]
+        chosen = units[[index for index, _ in picked]]
+    return [domain] * count
+
+
+def units_needed(state: State, shape: SegmentShape, level: int, domains: np.ndarray, count: int) -> np.ndarray:
+    """For each domain of `level`: the fewest segment-level domains inside it that hold `count`
+    segments (a large number when it cannot)."""
+    per_unit = state.counts[shape.role][shape.level] // shape.size
+    owner = state.layout.ancestors(shape.level, level) if level != ROOT else np.zeros(len(per_unit), np.int64)
+    order = np.lexsort([-per_unit, owner])
+    owner, room = owner[order], per_unit[order]
+    total = np.cumsum(room)
+    starts = np.searchsorted(owner, owner)                 # first unit of each unit's domain
+    before = np.where(starts > 0, total[np.maximum(starts - 1, 0)], 0)
+    reached = (total - before) >= count
+    rank = np.arange(len(owner)) - starts + 1
+    needed = np.full(state.layout.size(level), 1 << 30, dtype=np.int64)
+    np.minimum.at(needed, owner[reached], rank[reached])
+    return needed[domains]
+
+
+def best_fit(room: np.ndarray, count: int, spans=None) -> list[tuple[int, int]] | None:
+    """(index, segments) taking `count` segments from domains with `room` each: the roomiest first,
+    as long as none of the rest holds the remainder; then, of those that hold it, the one holding it
+    in the fewest segment-level domains (`spans`), the tightest, the first in tree order. None when
+    they do not fit."""
+    if int(room.sum()) < count or count <= 0:
+        return None if count > 0 else []
+    order = np.lexsort([np.arange(len(room)), -room])
+    chosen: list[tuple[int, int]] = []
+    used = np.zeros(len(room), dtype=bool)
+    remaining = count
+    for index in order.tolist():
+        if remaining <= 0:
+            break
+        if used[index]:
+            continue
+        if room[index] >= remaining:
+            holds = np.flatnonzero((room >= remaining) & ~used)
+            keys = [holds, room[holds]] + ([spans(remaining)[holds]] if spans is not None else [])
+            tightest = int(holds[np.lexsort(keys)[0]])
+            chosen.append((tightest, remaining))
+            return chosen
+        chosen.append((index, int(room[index])))
+        used[index] = True
+        remaining -= int(room[index])
+    return chosen if remaining <= 0 else None
