@@ -5,6 +5,12 @@ from __future__ import annotations
 import copy
 
 import pytest
+from hypothesis import given, settings, strategies as st
+from oracle import check_plan
+from planner_cases import GPU as GPU_COLUMN, free_matrix, grid_topology, leaf, plan_input, request
+
+from topology.groups import Group
+from topology.planner import plan_gang
 
 from grouper.affinity import one_per_host, selects
 from topology.demo import demo_objects
@@ -157,3 +163,45 @@ def test_affinity_to_pods_that_run_nowhere_is_refused_saying_why():
     answer = filter_(client, pods[0])
     assert answer["NodeNames"] == []
     assert "pod affinity" in next(iter(answer["FailedNodes"].values()))
+
+
+def test_pods_repelling_each_other_on_the_rack_key_land_one_per_rack():
+    """Required anti-affinity to their own label on the rack key: one pod per rack, as kube-scheduler's
+    InterPodAffinity filter will demand; binpack alone would put all of them in one rack."""
+    job, pods = inference(pods=2, gpus=2)
+    with_affinity(pods, "podAntiAffinity", LABELS, RACK)
+    client = make_client(job, objects=only_nodes(8))
+    placed = [schedule(client, pod) for pod in pods]
+    assert all(placed) and len({rack_of(client, node) for node in placed}) == 2, placed
+
+    job, pods = inference(pods=3, gpus=2)                       # 3 pods, 2 racks: never
+    with_affinity(pods, "podAntiAffinity", LABELS, RACK)
+    client = make_client(job, objects=only_nodes(8))
+    answer = filter_(client, pods[0])
+    assert answer["NodeNames"] == []
+    reason = next(iter(answer["FailedNodes"].values()))
+    assert f"job pods take one {RACK} each (required pod anti-affinity on {RACK})" in reason, reason
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_one_pod_per_domain_is_never_broken_and_placed_when_the_domains_have_room(data):
+    """The planner with a role kept one per rack (or block): on random fragmented grids, every plan has at
+    most one pod of the role per domain of that level, breaks nothing else (oracle), and a gang is placed
+    whenever as many domains as pods have a node with room."""
+    shape = (1, data.draw(st.integers(1, 3)), data.draw(st.integers(1, 4)), data.draw(st.integers(1, 3)))
+    topology = grid_topology(shape)
+    nodes = len(topology.node_names)
+    free = free_matrix(data.draw(st.lists(st.sampled_from([0, 2, 4, 8]), min_size=nodes, max_size=nodes)))
+    level = data.draw(st.sampled_from([1, 2]))                   # block or rack
+    pods = data.draw(st.integers(1, 5))
+    root = Group("job", children=[leaf("job", "w", range(pods))])
+    inp = plan_input(root, topology, free, {"w": request(gpu=2, cpu=1000)}, one_per_domain={"w": level})
+    plan = plan_gang(inp)
+    domains_with_room = {topology.node_domain[level][n] for n in range(nodes) if free[n, GPU_COLUMN] >= 2}
+    if not plan.placed:
+        assert len(domains_with_room) < pods, plan.reason
+        return
+    assert check_plan(inp, plan) == []
+    used = [topology.node_domain[level][node] for node in plan.slots.values()]
+    assert len(used) == len(set(used)) == pods

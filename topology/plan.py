@@ -32,6 +32,9 @@ class PlanInput:
     # Roles whose pods repel each other per node (required pod anti-affinity on the hostname): at most
     # one pod of these roles on a node.
     one_per_node: frozenset[str] = frozenset()
+    # Roles whose pods repel each other on a coarser level (required pod anti-affinity on a rack or block
+    # key): role -> the topology level index; at most one pod of the role per domain of that level.
+    one_per_domain: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -105,6 +105,10 @@ def plan(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str],
     if not result.placed and alone:
         result.reason += (f"; {', '.join(sorted(alone))} pods take one pod per node (required pod "
                           f"anti-affinity on kubernetes.io/hostname)")
+    apart = pod_affinity.apart(tree, state.cluster.topologies.get(tree.topology or ""))
+    if not result.placed and apart:
+        result.reason += "; " + ", ".join(f"{role} pods take one {key} each (required pod anti-affinity on {key})"
+                                          for role, key in sorted(apart.items()))
     return result
 
 
@@ -128,7 +132,8 @@ def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str
     tree = pod_affinity.together(tree, cluster.topologies.get(tree.topology or ""))
     return build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
                             candidates=masks, occupied_nodes=None if others is None else others > 0, free=free,
-                            one_per_node=one_per_node_roles(tree), restricted=restricted)
+                            one_per_node=one_per_node_roles(tree), restricted=restricted,
+                            one_per_domain=pod_affinity.apart(tree, cluster.topologies.get(tree.topology or "")))
 
 
 def one_per_node_roles(tree: GroupTree) -> frozenset[str]:

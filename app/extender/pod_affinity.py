@@ -4,9 +4,9 @@ judge the nodes (one pod per host among the gang's own pods is the planner's `on
   role's group gets that key as its required level when it is finer than the one it has);
 - `allowed_by_running_pods`: a term about pods already running allows (affinity) or excludes
   (anti-affinity) every node of their domains.
-Not modelled: anti-affinity among the gang's own new pods on a key other than the hostname, and the
-anti-affinity of running pods against the new ones (kube-scheduler still enforces both; a slot whose node
-it then drops is re-planned)."""
+- `apart`: a role whose pods repel each other on a rack or block key gets one pod per domain of that level.
+Not modelled: the anti-affinity of running pods against the new ones (kube-scheduler still enforces it; a
+slot whose node it then drops is re-planned)."""
 from __future__ import annotations
 
 import copy
@@ -14,13 +14,25 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from grouper.affinity import PodTerm, together_keys
+from grouper.affinity import HOSTNAME, PodTerm, together_keys
 from topology.groups import Group, GroupTree
 from topology.tree import TopologyTree
 
 from ..state import ServiceState
 
 TERMINAL = ("Succeeded", "Failed")
+
+
+def apart(tree: GroupTree, topology: TopologyTree | None) -> dict[str, str]:
+    """Roles whose pods repel each other on a topology level other than the hostname (one pod per rack,
+    per block): role -> that level's key. The hostname is the planner's one_per_node."""
+    found = {}
+    for role, terms in role_terms(tree).items():
+        for term in terms:
+            if term.anti and term.selects_self and term.topology_key != HOSTNAME and topology is not None \
+                    and any(term.topology_key in level.names for level in topology.levels):
+                found[role] = term.topology_key
+    return found
 
 
 def role_terms(tree: GroupTree) -> dict[str, tuple[PodTerm, ...]]:

@@ -23,7 +23,12 @@ def select(state: State, role: str, level: int, domain: int, need: int, spread: 
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     layout = state.layout
     chosen, shares = np.array([domain], dtype=np.int64), np.array([need], dtype=np.int64)
+    apart = state.apart.get(role)
     for at in range(level, layout.depth):
+        if apart is not None and at >= apart[0] and chosen.size > 1:
+            # one pod per domain of a level: below it, each chosen domain's share stays in that domain
+            chosen, shares = _split_each(state, role, at, chosen, shares, spread)
+            continue
         if chosen.size == 1:
             kids = layout.inside(at, int(chosen[0]), at + 1)
         else:
@@ -35,6 +40,21 @@ def select(state: State, role: str, level: int, domain: int, need: int, spread: 
         chosen = kids[picks]
     order = np.argsort(layout.position[chosen], kind="stable")
     return chosen[order], shares[order]
+
+
+def _split_each(state: State, role: str, at: int, chosen: np.ndarray, shares: np.ndarray,
+                spread: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The children of each chosen domain taking that domain's own share."""
+    layout = state.layout
+    picked, taken = [], []
+    for parent, share in zip(chosen.tolist(), shares.tolist()):
+        kids = layout.inside(at, parent, at + 1)
+        room = state.counts[role][at + 1][kids]
+        kids, room = kids[room > 0], room[room > 0]
+        picks, parts = _split(room, share, spread)
+        picked.append(kids[picks])
+        taken.append(parts)
+    return np.concatenate(picked), np.concatenate(taken)
 
 
 def _split(room: np.ndarray, need: int, spread: bool) -> tuple[np.ndarray, np.ndarray]:

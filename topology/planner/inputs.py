@@ -20,10 +20,12 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
                      candidates: Mapping[str, np.ndarray] | None = None,
                      occupied_nodes: np.ndarray | None = None,
                      free: np.ndarray | None = None, one_per_node: frozenset[str] = frozenset(),
-                     restricted: Mapping[str, tuple[np.ndarray, str]] | None = None) -> PlanInput:
+                     restricted: Mapping[str, tuple[np.ndarray, str]] | None = None,
+                     one_per_domain: Mapping[str, str] | None = None) -> PlanInput:
     """Everything the planner needs about one gang on this cluster. ValueError (naming the field and the
     valid values) for an unknown strategy or topology; a role nobody can host is marked unplaceable.
-    `restricted`: per role, the nodes some other rule allows (pod affinity) and the reason for the rest."""
+    `restricted`: per role, the nodes some other rule allows (pod affinity) and the reason for the rest;
+    `one_per_domain`: role -> a level (label, alias or name) on which the role's pods repel each other."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy {strategy!r} is not valid; valid strategies: {', '.join(STRATEGIES)}")
     try:
@@ -65,7 +67,9 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
         resources=cluster.resources, node_names=list(cluster.node_names),
         requests=requests, usable=usable, bound=dict(bound or {}), strategy=strategy,
         occupied=occupied_masks(topology, occupied_nodes), excluded=excluded, unplaceable=unplaceable,
-        allocatable=cluster.capacity.allocatable, one_per_node=frozenset(one_per_node))
+        allocatable=cluster.capacity.allocatable, one_per_node=frozenset(one_per_node),
+        one_per_domain={role: topology.level_index(level) for role, level in (one_per_domain or {}).items()
+                        if topology is not None})
 
 
 def plan_for(cluster: Cluster, tree: GroupTree, **kwargs) -> Plan:

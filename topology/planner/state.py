@@ -13,10 +13,14 @@ FIT_CAP = 1 << 30          # a role requesting nothing fits "unboundedly"; keep 
 
 class State:
     def __init__(self, layout: Layout, free: np.ndarray, requests: Mapping[str, np.ndarray],
-                 usable: Mapping[str, np.ndarray], slot_count: int = 0, one_per_node: frozenset[str] = frozenset()):
+                 usable: Mapping[str, np.ndarray], slot_count: int = 0, one_per_node: frozenset[str] = frozenset(),
+                 one_per_domain: Mapping[str, int] | None = None):
         self.layout = layout
         self.one_per_node = frozenset(one_per_node)
         self.alone = np.zeros(layout.node_count, dtype=np.int64)     # pods of one_per_node roles per node
+        # role -> (level, pods of the role per domain of that level): one pod per domain
+        self.apart = {role: (level, np.zeros(layout.size(level), dtype=np.int64))
+                      for role, level in (one_per_domain or {}).items() if 0 <= level < layout.depth}
         self.free = np.array(free, dtype=np.int64, copy=True)
         self.roles = list(requests)
         self.request = {role: np.asarray(requests[role], dtype=np.int64) for role in self.roles}
@@ -28,13 +32,15 @@ class State:
         self.fit: dict[str, np.ndarray] = {}
         self.counts: dict[str, list[np.ndarray]] = {}               # role -> per level 0..depth
         self.total: dict[str, int] = {}
-        every = np.arange(layout.node_count)
         for role in self.roles:
-            fit = self._fit(role, every)
-            self.fit[role] = fit
-            self.counts[role] = self._sum_levels(fit)
-            self.total[role] = int(fit.sum())
+            self._recount(role)
         self._log: list[tuple] = []
+
+    def _recount(self, role: str) -> None:
+        fit = self._fit(role, np.arange(self.layout.node_count))
+        self.fit[role] = fit
+        self.counts[role] = self._sum_levels(fit, self.apart.get(role))
+        self.total[role] = int(fit.sum()) if role not in self.apart else int(self.counts[role][0].sum())
 
     # --- counts ----------------------------------------------------------------------------------------
     def _fit(self, role: str, nodes: np.ndarray) -> np.ndarray:
@@ -46,14 +52,27 @@ class State:
             fit = np.minimum(fit, FIT_CAP)
         if role in self.one_per_node:
             fit = np.minimum(fit, np.maximum(1 - self.alone[nodes], 0))
+        if role in self.apart:
+            level, placed = self.apart[role]
+            owner = self.layout.node_domain[level][nodes]
+            fit = np.where(owner >= 0, np.minimum(fit, np.maximum(1 - placed[np.maximum(owner, 0)], 0)), 0)
         return np.where(self.allowed[role][nodes] & ~self.blocked[nodes], fit, 0)
 
-    def _sum_levels(self, fit: np.ndarray) -> list[np.ndarray]:
+    def _sum_levels(self, fit: np.ndarray, apart: tuple[int, np.ndarray] | None = None) -> list[np.ndarray]:
+        """Pods that fit per domain of every level. A role kept one per domain of a level counts at most
+        one in such a domain or any domain inside it, and the sum of those above it."""
         layout = self.layout
         sums = []
         for level in range(layout.depth):
             sums.append(np.bincount(layout.node_domain[level][layout.member], weights=fit[layout.member],
                                     minlength=layout.size(level)).astype(np.int64))
+        if apart is not None:
+            cap = apart[0]
+            for level in range(cap, layout.depth):      # a domain of that level, or inside one: one pod
+                sums[level] = np.minimum(sums[level], 1)
+            for level in range(cap - 1, -1, -1):
+                sums[level] = np.bincount(layout.ancestors(cap, level), weights=sums[cap],
+                                          minlength=layout.size(level)).astype(np.int64)
         sums.append(fit)
         return sums
 
@@ -65,6 +84,9 @@ class State:
     def _refresh(self, nodes: np.ndarray) -> None:
         layout = self.layout
         for role in self.roles:
+            if role in self.apart:          # a placement changes what fits in whole domains: count again
+                self._recount(role)
+                continue
             old = self.fit[role][nodes]
             new = self._fit(role, nodes)
             delta = new - old
@@ -89,6 +111,10 @@ class State:
         self.gang[nodes] += sign * pods
         if role in self.one_per_node:
             self.alone[nodes] += sign * pods
+        if role in self.apart:
+            level, placed = self.apart[role]
+            owner = self.layout.node_domain[level][nodes]
+            np.add.at(placed, owner[owner >= 0], sign * pods[owner >= 0])
         self._refresh(nodes)
 
     def block(self, nodes: np.ndarray, value: bool = True) -> np.ndarray:
@@ -122,6 +148,12 @@ class State:
         self.gang[node] += 1
         if role in self.one_per_node:
             self.alone[node] += 1
+            self._refresh(np.array([node]))
+        if role in self.apart:
+            level, placed = self.apart[role]
+            owner = int(self.layout.node_domain[level][node])
+            if owner >= 0:
+                placed[owner] += 1
             self._refresh(np.array([node]))
 
     @property
