@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import check_plan
@@ -12,6 +13,7 @@ from planner_cases import free_matrix, grid_topology, plan_input, request, segme
 
 from topology.planner import plan_gang
 from topology.planner.segments import best_fit
+from topology.tree import Level, TopologyTree
 
 ONE_GPU = {"w": request(gpu=1, cpu=100)}
 
@@ -81,3 +83,41 @@ def test_segmented_group_never_uses_more_domains_than_whole_segments_need(case):
         assert check_plan(inp, plan) == []
         got = tuple(used(topology, plan, l) for l in range(level + 1))
         assert all(g <= o for g, o in zip(got, optimum)), (got, optimum)
+
+
+# --- Kueue's own BestFit cases for slices (pkg/cache/scheduler/tas_cache_test.go, TestFindTopologyAssignments):
+# block required for the PodSet, slices of 2 pods required on one host, 1 CPU a pod; hosts' CPUs as given.
+KUEUE_HOST_SLICES = [
+    # (case name, cores of each host in one rack, pods, hosts Kueue uses)
+    ("host required for slices", [3, 3, 3], 6, 3),
+    ("prioritize more free slice capacity first and then tight fit", [6, 5, 4, 2], 12, 3),   # was 4
+    ("select domains with tight fit", [3, 2, 2], 4, 2),
+    ("optimize last domain", [4, 3, 2], 6, 2),                                               # was 3
+]
+
+
+@pytest.mark.parametrize("name, cores, pods, hosts", KUEUE_HOST_SLICES, ids=[case[0] for case in KUEUE_HOST_SLICES])
+def test_kueue_bestfit_slice_cases_use_as_few_hosts_as_kueue(name, cores, pods, hosts):
+    topology = grid_topology((1, 1, len(cores)), names=("block", "rack", "host"))
+    free = free_matrix([0] * len(cores), [c * 1000 for c in cores])
+    inp = plan_input(segmented("w", pods, 2, "host", required_level="block"), topology, free,
+                     {"w": request(cpu=1000)})
+    plan = plan_gang(inp)
+    assert check_plan(inp, plan) == [] and plan.placed
+    assert used(topology, plan, 2) == hosts
+
+
+def test_kueue_bestfit_rack_slices_case():
+    """b1: r1 (x1, x2), r2 (x3, x4, x5); b2: r1 (x6, x7); one CPU each; 4 pods in slices of 2 required
+    on a rack, the block required: Kueue uses two racks of b1, four hosts."""
+    topology = TopologyTree("t", "test", [Level("example.com/block", "block"), Level("example.com/rack", "rack"),
+                                          Level("example.com/host", "host")],
+                            [f"x{i}" for i in range(1, 8)],
+                            [("b1", "b1-r1", "x1"), ("b1", "b1-r1", "x2"), ("b1", "b1-r2", "x3"),
+                             ("b1", "b1-r2", "x4"), ("b1", "b1-r2", "x5"), ("b2", "b2-r1", "x6"),
+                             ("b2", "b2-r1", "x7")])
+    inp = plan_input(segmented("w", 4, 2, "rack", required_level="block"), topology,
+                     free_matrix([0] * 7, [1000] * 7), {"w": request(cpu=1000)})
+    plan = plan_gang(inp)
+    assert check_plan(inp, plan) == [] and plan.placed
+    assert (used(topology, plan, 0), used(topology, plan, 1), used(topology, plan, 2)) == (1, 2, 4)
