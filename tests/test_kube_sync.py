@@ -1,4 +1,8 @@
-"""KubeSource against the fake API server: list, watch, relist on 410, absent CRDs, backoff, synced once."""
+"""KubeSource against the fake API server, for what the real one cannot be made to do on demand: a
+watch expiring (410 Gone), lists refused, injected errors and backoff, server-side timeouts with
+bookmarks, two versions of a kind served at once, and the convergence property under arbitrary event
+orders. Paged list then watch, a CRD installed or removed while watched, and PriorityClasses run against
+the real API server in tests/e2e/test_e2e_kube_sync.py."""
 from __future__ import annotations
 
 import logging
@@ -13,7 +17,6 @@ from app.kube.client import KubeApi, build_api_client
 from app.kube.sync import Backoff, KubeSource
 from app.ports import WATCHED_KINDS, WatchedKind
 
-KAI_TOPOLOGY = next(k for k in WATCHED_KINDS if k.group == "kai.scheduler")
 
 
 class RecordingSink:
@@ -86,60 +89,6 @@ def start_source(fake_kube):
         source.stop()
 
 
-def store_names(fake: FakeKube, api_version: str, kind_name: str) -> set[str]:
-    resource = fake.resource_for(api_version, kind_name)
-    return {o["metadata"]["name"] for o in fake.list(resource)[1]}
-
-
-def test_initial_list_fills_the_sink_and_reports_synced_once(fake_kube, start_source):
-    for i in range(5):
-        fake_kube.create(node(f"n{i}", rack=f"r{i % 2}"))
-    fake_kube.create(pod("p0"))
-    fake_kube.create(pod("p1", "team-b"))
-    fake_kube.install_crd("kai.scheduler", "v1alpha1", "topologies", "Topology", namespaced=False)
-    fake_kube.create({"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "default"},
-                      "spec": {"levels": [{"nodeLabel": "rack"}]}})
-    sink = RecordingSink()
-    source = start_source(sink, page_size=2)
-    wait_until(lambda: source.synced, what="initial sync")
-
-    assert sink.names(NODES) == {f"n{i}" for i in range(5)}
-    assert {k for k in sink.state[PODS]} == {("team-a", "p0"), ("team-b", "p1")}
-    assert sink.names(KAI_TOPOLOGY) == {"default"}
-    listed = sink.state[NODES][("", "n3")]
-    assert (listed["apiVersion"], listed["kind"]) == ("v1", "Node")     # filled in for built-in list items
-    assert "managedFields" not in listed["metadata"]
-    assert listed["metadata"]["labels"] == {"rack": "r1"}
-    # five nodes in pages of two: three list calls
-    assert sum(1 for m, p in fake_kube.requests if (m, p) == ("GET", "/api/v1/nodes")) >= 3
-    fake_kube.create(node("n9"))
-    wait_until(lambda: "n9" in sink.names(NODES), what="a later watch event")
-    assert sink.synced_calls == 1
-
-
-def test_watch_events_keep_the_sink_converged(fake_kube, start_source):
-    fake_kube.create(node("n0"))
-    fake_kube.create(pod("p0"))
-    sink = RecordingSink()
-    source = start_source(sink)
-    wait_until(lambda: source.synced, what="initial sync")
-
-    fake_kube.create(pod("p1"))
-    fake_kube.update("v1", "Pod", "p0", {"spec": {"nodeName": "n0"}}, namespace="team-a")
-    fake_kube.update("v1", "Node", "n0", {"metadata": {"labels": {"zone": "z1"}}})
-    fake_kube.create(node("n1"))
-    fake_kube.remove("v1", "Pod", "p1", namespace="team-a")
-    fake_kube.remove("v1", "Node", "n1")
-
-    wait_until(lambda: sink.state[PODS].get(("team-a", "p0"), {}).get("spec", {}).get("nodeName") == "n0"
-               and sink.names(PODS) == {"p0"}
-               and sink.state[NODES].get(("", "n0"), {}).get("metadata", {}).get("labels") == {"zone": "z1"}
-               and sink.names(NODES) == {"n0"}, what="watch events applied")
-    watched = sink.state[PODS][("team-a", "p0")]
-    assert watched["kind"] == "Pod" and watched["metadata"]["resourceVersion"] == \
-        fake_kube.get("v1", "Pod", "p0", "team-a")["metadata"]["resourceVersion"]
-
-
 def test_watch_survives_server_side_timeouts_using_bookmarks(fake_kube, start_source):
     sink = RecordingSink()
     source = start_source(sink, watch_timeout=0.2)
@@ -210,17 +159,6 @@ def test_missing_crds_are_skipped_with_one_log_line_then_picked_up(fake_kube, st
                       "metadata": {"name": "bert", "namespace": "team-b"}, "spec": {}})
     wait_until(lambda: sink.names(pytorch) == {"llama", "bert"}, what="watch on the new CRD")
     assert sink.synced_calls == 1
-
-
-def test_a_crd_removed_while_watched_drops_its_objects(fake_kube, start_source):
-    fake_kube.install_crd("kai.scheduler", "v1alpha1", "topologies", "Topology", namespaced=False)
-    fake_kube.create({"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "t"}})
-    sink = RecordingSink()
-    source = start_source(sink)
-    wait_until(lambda: sink.names(KAI_TOPOLOGY) == {"t"}, what="topology listed")
-    fake_kube.uninstall("kai.scheduler", "v1alpha1", "topologies")
-    wait_until(lambda: sink.names(KAI_TOPOLOGY) == set(), what="objects dropped")
-    wait_until(lambda: source.status()["topologies.kai.scheduler"].state == "absent", what="absent again")
 
 
 def test_first_served_version_of_a_resource_wins(fake_kube, start_source):
@@ -335,16 +273,3 @@ def test_the_sink_converges_to_the_server_state_whatever_happens(before, after):
             assert sink.synced_calls == 1
         finally:
             source.stop()
-
-
-def test_priority_classes_are_listed_and_watched(fake_kube, start_source):
-    classes = kind("priorityclasses", "scheduling.k8s.io")
-    fake_kube.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                      "metadata": {"name": "low"}, "value": 10, "globalDefault": True})
-    sink = RecordingSink()
-    source = start_source(sink)
-    wait_until(lambda: source.synced, what="initial sync")
-    assert sink.state[classes][("", "low")]["globalDefault"] is True
-    fake_kube.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                      "metadata": {"name": "high"}, "value": 100000})
-    wait_until(lambda: sink.names(classes) == {"low", "high"}, what="a class created later")
