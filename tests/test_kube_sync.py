@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 from fakekube import FakeKube, fake_kube, serve, wait_until  # noqa: F401 - fake_kube is a fixture
@@ -193,6 +194,20 @@ def test_errors_back_off_and_the_sync_still_completes(fake_kube, start_source):
     wait_until(lambda: source.synced, what="sync despite failures")
     assert sink.names(NODES) == {"n0"}
     assert source.status()["nodes"].errors == 4 and source.status()["pods"].errors == 2
+    assert sink.synced_calls == 1
+
+
+class SlowToSyncSink(RecordingSink):
+    def synced(self) -> None:
+        time.sleep(0.3)
+        super().synced()
+
+
+def test_source_reports_synced_only_after_the_sink_was_told(fake_kube, start_source):
+    fake_kube.create(node("n0"))
+    sink = SlowToSyncSink()
+    source = start_source(sink)
+    wait_until(lambda: source.synced, what="initial sync")
     assert sink.synced_calls == 1
 
 

@@ -95,7 +95,8 @@ class KubeSource:
         self._families = _families(kinds)
         self._status = {name: ResourceStatus(name) for name in self._families}
         self._unlisted = set(self._families)
-        self._synced = False
+        self._sync_announced = False      # claimed by the thread that tells the sink
+        self._synced = False              # true once the sink has been told
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -276,10 +277,11 @@ class KubeSource:
     def _mark_listed(self, name: str) -> None:
         with self._lock:
             self._unlisted.discard(name)
-            first = not self._unlisted and not self._synced
+            first = not self._unlisted and not self._sync_announced
             if first:
-                self._synced = True
+                self._sync_announced = True
         if first:
             log.info("initial sync complete: %s", ", ".join(
                 f"{s.name}={s.served_version or 'absent'}" for s in self._status.values()))
             self._feed(self.sink.synced)
+            self._synced = True
