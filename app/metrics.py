@@ -19,6 +19,8 @@ class Metrics:
                               ["verb"], registry=self.registry)
         self.binds = Counter("tas_extender_binds", "Bind outcomes", ["result"], registry=self.registry)
         self.refusals = Counter("tas_extender_refusals", "Gang plans refused", registry=self.registry)
+        self.wakeups = Counter("tas_extender_wakeups", "Refused pods patched so that kube-scheduler retries them",
+                               registry=self.registry)
         self.replans = Counter("tas_extender_replans", "Slots re-planned, by cause", ["cause"],
                                registry=self.registry)
         self.expired = Counter("tas_extender_reservations_expired", "Gang plans dropped by the reservation TTL",

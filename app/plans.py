@@ -59,6 +59,7 @@ class GangPlan:
     notes: list[str] = field(default_factory=list)   # re-plans and node troubles, newest last
     lagging: dict[Slot, float] = field(default_factory=dict)   # slot -> when kube-scheduler first left its node out
     preemption: dict | None = None             # set by app.preemption: victims, domain, status
+    owner: tuple[str, str, str, str] | None = None   # (api group, kind, namespace, name): its workload or PodGroup
 
     def slot_of_pod(self, pod: str) -> SlotState | None:
         for state in self.slots.values():

@@ -65,11 +65,14 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
     async def lifespan(app: FastAPI):
         for part in background:
             part.start(state)
-        expiry = asyncio.create_task(_expire_forever(state))
+        loops = [asyncio.create_task(_expire_forever(state))]
+        if background:                 # a live cluster: kube-scheduler parks refused pods until woken
+            loops.append(asyncio.create_task(_wake_forever(state)))
         try:
             yield
         finally:
-            expiry.cancel()
+            for loop in loops:
+                loop.cancel()
             for part in background:
                 part.stop()
 
@@ -91,6 +94,15 @@ async def _expire_forever(state: ServiceState) -> None:
             await asyncio.to_thread(state.expire)       # it waits for the state lock: not on the loop
         except Exception:        # keep the loop alive; the next round retries
             log.exception("reservation expiry failed")
+
+
+async def _wake_forever(state: ServiceState, period: float = 1.0) -> None:
+    while True:
+        await asyncio.sleep(period)
+        try:
+            await asyncio.to_thread(state.gangs.wake_refused)
+        except Exception:        # keep the loop alive; the next round retries
+            log.exception("waking refused pods failed")
 
 
 class KubeParts:

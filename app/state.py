@@ -127,6 +127,11 @@ class ServiceState:
                     self._rebuild()
             if kind.kind == "Pod":
                 self._reconcile_plans()
+            else:                             # a relist after a gap in the watch: deletions it missed
+                for plan in list(self.plans):
+                    if plan.owner and plan.owner[:2] == (kind.group, kind.kind) and \
+                            self.objects.get(kind.kind, plan.owner[2], plan.owner[3], group=kind.group) is None:
+                        self.drop_plan(plan.key, f"its {kind.kind} {plan.owner[2]}/{plan.owner[3]} is gone")
 
     def apply(self, kind: WatchedKind, event: EventType, obj: Mapping) -> None:
         with self.lock:
@@ -149,6 +154,16 @@ class ServiceState:
                     self._rebuild()
             else:
                 self.generation += 1          # a workload changed: cached refusals may be stale
+                if event == "DELETED" or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                    self._drop_plans_of(kind, obj)
+
+    def _drop_plans_of(self, kind: WatchedKind, obj: Mapping) -> None:
+        """The workload or PodGroup is deleted: its gangs will not come back, so their reservations (held
+        for replacement pods after a pod is deleted) go now rather than when the TTL ends."""
+        metadata = obj.get("metadata") or {}
+        owner = (kind.group, kind.kind, metadata.get("namespace") or "default", metadata.get("name"))
+        for key in [plan.key for plan in self.plans if plan.owner == owner]:
+            self.drop_plan(key, f"its {kind.kind} {owner[2]}/{owner[3]} was deleted")
 
     def synced(self) -> None:
         with self.lock:

@@ -13,6 +13,7 @@ extender path keeps at least 80% of the plain throughput at 256 nodes, every gan
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -101,6 +102,7 @@ def main() -> int:
     parser.add_argument("--gangs", type=int, default=0, help="gangs per round (default: half the cluster)")
     parser.add_argument("--pods", type=int, default=8, help="pods per gang, 8 GPUs each")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of each kind, alternating")
+    parser.add_argument("--logs", type=Path, help="copy the control plane's and the extender's logs here")
     args = parser.parse_args()
     if not 8 <= args.nodes <= 2000:
         parser.error(f"--nodes {args.nodes}: expected 8 to 2,000")
@@ -142,6 +144,10 @@ def main() -> int:
             if cluster is not None:
                 cluster.stop()
             plane.stop()
+            if args.logs:
+                args.logs.mkdir(parents=True, exist_ok=True)
+                for log in Path(folder).rglob("*.log"):
+                    shutil.copy(log, args.logs / log.name)
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from app.state import POD_KIND
+from app.state import POD_KIND, kind_of
 from service_helpers import domain_of, filter_, indexed_job, job_pods, make_client, schedule, service
 
 GANG = "team-a/pg-llama-uid-llama"
@@ -74,3 +74,53 @@ def test_a_pod_of_another_scheduler_on_a_reserved_node_moves_the_unbound_slots_i
         segments.setdefault(slot.slot.index // 4, set()).add(domain_of(client, slot.node, "rack"))
     assert all(len(racks) == 1 for racks in segments.values())     # each segment of 4 still in one rack
     assert any(rack in racks for racks in segments.values())      # re-planned inside its rack, not moved away
+
+
+def test_a_deleted_job_gives_back_its_gangs_reservations_at_once():
+    """Deleting a workload deletes its pods; a deleted bound pod's slot waits for a replacement, but no
+    replacement comes for a deleted Job. Before, its reservations held the nodes until the TTL (five
+    minutes), and the next job was refused 'waiting for capacity reserved for gang ...'."""
+    job = indexed_job("llama", pods=8, gpus=4)
+    client = make_client(job)
+    state = service(client)
+    pods = job_pods(job)
+    for pod in pods[:2]:
+        schedule(client, pod)
+    assert any(key.startswith(f"gang:{GANG}#") for key in state.cluster.reservations)
+    state.apply(kind_of(job), "DELETED", job)
+    for pod in pods[:2]:
+        state.apply(POD_KIND, "DELETED", pod)
+    assert state.plans.get(GANG) is None
+    assert not [key for key in state.cluster.reservations if key.startswith(f"gang:{GANG}#")]
+
+
+def test_a_job_being_deleted_in_the_foreground_gives_back_its_reservations():
+    job = indexed_job("llama", pods=8, gpus=4)
+    client = make_client(job)
+    state = service(client)
+    schedule(client, job_pods(job)[0])
+    deleting = copy.deepcopy(job)
+    deleting["metadata"].update(deletionTimestamp="2026-11-25T09:00:00Z")
+    state.apply(kind_of(job), "MODIFIED", deleting)
+    assert state.plans.get(GANG) is None and not state.cluster.reservations
+
+
+def test_deleting_another_job_keeps_the_gangs_plan():
+    job = indexed_job("llama", pods=8, gpus=4)
+    client = make_client(job)
+    state = service(client)
+    schedule(client, job_pods(job)[0])
+    other = copy.deepcopy(job)
+    other["metadata"]["name"] = "mistral"
+    state.apply(kind_of(other), "DELETED", other)
+    assert state.plans.get(GANG) is not None
+
+
+def test_a_job_missing_from_a_relist_gives_back_its_reservations():
+    """The watch broke while the Job was deleted: the relist that follows no longer holds it."""
+    job = indexed_job("llama", pods=8, gpus=4)
+    client = make_client(job)
+    state = service(client)
+    schedule(client, job_pods(job)[0])
+    state.replace(kind_of(job), [])
+    assert state.plans.get(GANG) is None and not state.cluster.reservations

@@ -34,8 +34,8 @@ class Binder:
                 lock = self._pod_locks[key] = threading.Lock()
             return lock
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
-        """'' on success, else the error for the scheduler (which retries the pod)."""
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> tuple[str, str | None]:
+        """('' on success, else the error for the scheduler (which retries the pod); the pod's gang)."""
         state = self.state
         key = f"{namespace}/{name}"
         with self._pod_lock(key):
@@ -44,22 +44,23 @@ class Binder:
                 current = ((pod or {}).get("spec") or {}).get("nodeName")
                 if current:
                     state.metrics.binds.labels("repeat" if current == node else "conflict").inc()
-                    return "" if current == node else f"pod {key} is already bound to {current}"
+                    return ("" if current == node else f"pod {key} is already bound to {current}"), None
                 annotations, refusal = self.placement(pod, node) if pod is not None else ({}, "")
                 if refusal:
                     state.metrics.binds.labels("refused").inc()
                     log.info("bind refused", extra=fields(pod=key, node=node, reason=refusal))
-                    return refusal
+                    return refusal, None
+            gang = annotations.get(GANG_ANNOTATION)
             error = self._write(namespace, name, uid, node, annotations)
             if error:
-                return error
+                return error, gang
             if pod is not None:
                 metadata = pod.get("metadata") or {}
                 state.record_binding({**pod, "metadata": {**metadata, "annotations": {
                     **(metadata.get("annotations") or {}), **annotations}}}, node)
             state.metrics.binds.labels("bound").inc()
-            log.info("bound", extra=fields(pod=key, gang=annotations.get(GANG_ANNOTATION), node=node))
-            return ""
+            log.info("bound", extra=fields(pod=key, gang=gang, node=node))
+            return "", gang
 
     def _write(self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]) -> str:
         state, key = self.state, f"{namespace}/{name}"

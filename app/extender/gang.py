@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime, timezone
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -34,6 +35,7 @@ from .binding import Binder
 from .preemption import keep_helpful_victims
 from .refusal_cache import refusal_key, still_refused
 from .scores import NEUTRAL_SCORE, Scorer
+from .wakeups import WAKE_ANNOTATION, Wakeups
 
 log = get_logger(__name__)
 
@@ -47,6 +49,8 @@ class FilterOutcome:
     nodes: list[str]                                   # nodes that pass, in the order received
     failed: dict[str, str] = field(default_factory=dict)
     error: str = ""
+    ends_at: float | None = None                       # a refusal that runs out by itself: when
+    final: bool = False                                # a refusal only a new pod can end (a bad spec)
 
 
 class GangScheduler:
@@ -56,6 +60,7 @@ class GangScheduler:
         self.binder = Binder(state)
         self.preemptor = _preemptor(state, self)
         self.seen_roles = admitted.SeenRoles()
+        self.wakeups = Wakeups()
         state.on_nodes_changed(self.revalidate)
 
     # ------------------------------------------------------------------------------------------------
@@ -70,6 +75,9 @@ class GangScheduler:
         if outcome.failed and not outcome.nodes:
             log.info("no node for pod", extra=fields(pod=pod_key(pod), gang=gang,
                                                      reason=next(iter(outcome.failed.values()))))
+            if not outcome.final:
+                namespace, name = pod_key(pod).split("/", 1)
+                self.wakeups.refused(gang or pod_key(pod), namespace, name, self.state.clock(), outcome.ends_at)
         elif log.isEnabledFor(logging.DEBUG):
             log.debug("filter", extra=fields(pod=pod_key(pod), gang=gang, passing=len(outcome.nodes),
                                              candidates=len(candidates)))
@@ -85,7 +93,9 @@ class GangScheduler:
             try:
                 ident = planning.identify(state, pod)
             except planning.GroupingError as err:
-                return None, self._refuse_all(candidates, str(err))
+                refusal = self._refuse_all(candidates, str(err))
+                refusal.final = True
+                return None, refusal
             if ident is None:
                 return None, self._plain_filter(pod, candidates)
             self.seen_roles.remember(ident.gang, ident.slot.role, pod)
@@ -117,7 +127,9 @@ class GangScheduler:
             if slot_state.status == PLANNED and slot_state.node not in candidates:
                 lagging = self._scheduler_lags(plan, slot_state, candidates)
                 if lagging:
-                    return ident.gang, self._refuse_all(candidates, lagging)
+                    refusal = self._refuse_all(candidates, lagging)
+                    refusal.ends_at = plan.lagging[slot] + SCHEDULER_LAG_GRACE
+                    return ident.gang, refusal
             if slot_state.status == UNPLACED or slot_state.node not in candidates:
                 why = (f"planned node {slot_state.node} is not among the {len(candidates)} candidates"
                        if slot_state.node else "the slot has no node")
@@ -199,6 +211,8 @@ class GangScheduler:
             plan = None
         if plan is None:
             plan = self.plan_gang(tree, candidates={ident.slot.role: list(candidates)}, pod=pod_key(pod))
+        if plan.owner is None:
+            plan.owner = planning.owner_key(pod)
         return plan
 
     def _replan_roles(self, plan: GangPlan, tree: GroupTree, roles: list[str], pod: str) -> None:
@@ -388,6 +402,7 @@ class GangScheduler:
                 if ident is None or ident.gang != gang:
                     continue
                 plan = self.plan_gang(ident.tree, pod=pod_key_)
+                plan.owner = planning.owner_key(pod)
                 plan.note(f"restored from {len(held)} bound pod(s)")
 
     # ------------------------------------------------------------------------------------------------
@@ -408,7 +423,34 @@ class GangScheduler:
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
         """Annotate and bind one pod; '' on success (also for a retry of a bind already done)."""
-        return self.binder.bind(namespace, name, uid, node)
+        error, gang = self.binder.bind(namespace, name, uid, node)
+        if not error:
+            self.wakeups.bound(gang or f"{namespace}/{name}")
+        return error
+
+    def wake_refused(self) -> int:
+        """Patch the wake annotation onto each refused pod whose wait is due and which still waits for a
+        node (the leader only: kube-scheduler asks the leader). Returns the number of pods woken."""
+        state = self.state
+        if state.writer is None or not state.is_leader():
+            return 0
+        now = state.clock()
+        woken = 0
+        for wake in self.wakeups.take_due(now):
+            with state.lock:
+                pod = state.find_pod(wake.namespace, wake.name)
+                waiting = pod is not None and not (pod.get("spec") or {}).get("nodeName") \
+                    and not (pod.get("metadata") or {}).get("deletionTimestamp")
+            if not waiting:
+                continue
+            try:
+                state.writer.annotate_pod(wake.namespace, wake.name, {WAKE_ANNOTATION: _timestamp(now)})
+                woken += 1
+            except Exception as err:  # noqa: BLE001 - gone meanwhile, or the API is down: the next refusal retries
+                log.info("wake-up failed", extra=fields(pod=f"{wake.namespace}/{wake.name}", error=str(err)))
+        if woken:
+            state.metrics.wakeups.inc(woken)
+        return woken
 
     def preempt(self, pod: Mapping, victims: Mapping[str, list[str]]) -> dict[str, list[str]]:
         """The subset of kube-scheduler's candidate victims (node -> pod UIDs) that helps this pod.
@@ -443,6 +485,10 @@ def _preemptor(state: ServiceState, gangs: GangScheduler):
     from ..preemption import Preemptor
 
     return Preemptor(state, gangs)
+
+
+def _timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _refresh(plan: GangPlan) -> None:

@@ -33,6 +33,12 @@ def _opted_in(pod: Mapping) -> bool:
     return any(key.startswith(_OPT_IN_PREFIXES) for key in keys) or "pod-group-name" in keys
 
 
+def owner_key(pod: Mapping) -> tuple[str, str, str, str] | None:
+    """(api group, kind, namespace, name) of the workload or PodGroup the pod belongs to."""
+    owner = owner_of(pod)
+    return None if owner is None else (_group_of(owner.api_version), owner.kind, owner.namespace, owner.name)
+
+
 def workload_of(state: ServiceState, pod: Mapping) -> Mapping | None:
     """The workload object (or PodGroup) the pod belongs to, as the watch has it."""
     owner = owner_of(pod)

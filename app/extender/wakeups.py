@@ -1,0 +1,71 @@
+"""Wake-ups: requeue a pod our filter refused once the refusal may be over.
+
+kube-scheduler parks a pod rejected by an extender in its unschedulable queue. Any cluster event (a node
+or pod added, changed, deleted) moves it back, and without one it waits for the five-minute flush. Some
+refusals end without any cluster event: the scheduler-lag grace runs out, a reservation expires, a gang
+that waited for its members gets its plan from a sibling whose binding then fails. So for each refused
+gang (or plain pod) we keep one refused pod and, when its wait is due, patch an annotation onto it: an
+update of an unscheduled pod requeues it. One pod per gang is enough, because its filter call re-plans the
+whole gang and its binding is itself an event that moves its siblings.
+
+Waits grow per gang (5 s, 10 s, ... up to a minute) so that a gang refused for lack of capacity costs at
+most one write a minute; a refusal that knows when it ends (the lag grace) is woken just after that.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+WAKE_ANNOTATION = "tas-extender.io/wake"        # its value: the time of the wake-up
+FIRST_WAIT, LONGEST_WAIT = 5.0, 60.0
+_REMEMBERED_WAITS = 10_000                      # gangs whose last wait is kept, to keep doubling it
+
+
+@dataclass
+class Wake:
+    namespace: str
+    name: str
+    due: float
+
+
+class Wakeups:
+    """Thread-safe. `refused` on each refusal, `bound` when a pod of the gang binds, `take_due` to send."""
+
+    def __init__(self, first: float = FIRST_WAIT, longest: float = LONGEST_WAIT):
+        self.first, self.longest = first, longest
+        self._pending: dict[str, Wake] = {}
+        self._waits: dict[str, float] = {}      # key -> the wait the next wake-up of the key gets
+        self._lock = threading.Lock()
+
+    def refused(self, key: str, namespace: str, name: str, now: float, ends_at: float | None = None) -> None:
+        """`key` (a gang, or a plain pod) was refused for pod namespace/name; `ends_at`, when the refusal
+        knows it, is when it runs out by itself."""
+        with self._lock:
+            due = now + self._waits.get(key, self.first) if ends_at is None else ends_at + 0.5
+            pending = self._pending.get(key)
+            if pending is not None:
+                due = min(due, pending.due)
+            self._pending[key] = Wake(namespace, name, due)
+
+    def bound(self, key: str) -> None:
+        """A pod of the gang got a node: its siblings are moved by that event; start over next time."""
+        with self._lock:
+            self._pending.pop(key, None)
+            self._waits.pop(key, None)
+
+    def take_due(self, now: float) -> list[Wake]:
+        """The wake-ups due by `now`, removed; each key's next wait doubles."""
+        with self._lock:
+            due = [key for key, wake in self._pending.items() if wake.due <= now]
+            out = []
+            for key in due:
+                out.append(self._pending.pop(key))
+                waited = self._waits.pop(key, self.first)   # re-inserted last: the dict stays in age order
+                self._waits[key] = min(self.longest, 2 * waited)
+            while len(self._waits) > _REMEMBERED_WAITS:
+                self._waits.pop(next(iter(self._waits)))
+            return out
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)

@@ -1,0 +1,51 @@
+"""No gang waits for kube-scheduler's five-minute flush or for a reservation's TTL (issue 12: the stalled
+gang round of bench_e2e): a refused pod is woken when its refusal runs out without any cluster event, and
+a deleted workload gives its nodes back at once."""
+from __future__ import annotations
+
+from workloads import (BLOCK, ELSEWHERE, GPU, RACK, assert_no_node_over, distinct, gated_gang, indexed_job,
+                       plan_slots, release, topology)
+
+WAKE_ANNOTATION = "tas-extender.io/wake"
+TWO_RACKS_OF_FIVE = {f"{r}{n}": ("zone-a", "block-a", f"rack-{r}") for r in "xy" for n in range(5)}
+
+
+def test_a_pod_refused_while_the_scheduler_lags_is_woken_and_replanned(cluster, ns):
+    """kube-scheduler leaves a planned node out for a reason the planner does not model (its host port is
+    taken). The slot's pod is refused while the lag grace runs (capacity freed moments ago looks the
+    same), its siblings bind, and then nothing in the cluster changes. The service wakes the pod when the
+    grace is over; its next filter call re-plans the slot on the spare node of its rack. Without the
+    wake-up it waits for kube-scheduler's five-minute flush."""
+    ns.add_nodes({**TWO_RACKS_OF_FIVE, **ELSEWHERE})
+    held = gated_gang(cluster, ns, "ported", range(4, 8), host_port=9000)
+    cluster.wait_bound(ns.name, 4)
+    target = plan_slots(cluster, ns.name)["worker-6"]
+    ns.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "port-holder"},
+              "spec": {"schedulerName": "default-scheduler", "nodeSelector": {"kubernetes.io/hostname": target},
+                       "tolerations": [{"key": GPU, "operator": "Exists"}],
+                       "containers": [{"name": "main", "image": "busybox:1.36",
+                                       "ports": [{"containerPort": 9000, "hostPort": 9000}]}]}})
+    cluster.wait_bound(ns.name, 1, "!training.kubeflow.org/replica-type")
+    release(cluster, ns, held)
+
+    bound = cluster.wait_bound(ns.name, 9, timeout=75)
+    gang = [p for p in bound if p.metadata.name != "port-holder"]
+    moved = next(p for p in gang if p.metadata.name.endswith("-worker-6"))
+    assert moved.spec.node_name != target
+    assert WAKE_ANNOTATION in (moved.metadata.annotations or {})
+    assert len(distinct(cluster, gang, BLOCK)) == 1
+    assert len(distinct(cluster, [p for p in gang if p.metadata.name in held], RACK)) == 1
+    assert_no_node_over(cluster, 8)
+
+
+def test_the_next_job_gets_the_nodes_of_a_deleted_job_at_once(cluster, ns):
+    """A deleted bound pod's slot is held for its replacement, but a deleted Job sends none: its
+    reservations go with it, and the next job binds without waiting for their TTL."""
+    ns.add_nodes({f"n{i}": ("zone-a", "block-a", "rack-a") for i in range(4)})
+    ns.apply(indexed_job("first", 4, 8, topology(required="rack")))
+    cluster.wait_bound(ns.name, 4, "job-name=first")
+    cluster.plane.kubectl("-n", ns.name, "delete", "job", "first", "--wait=false")
+    ns.apply(indexed_job("second", 4, 8, topology(required="rack")))
+    bound = cluster.wait_bound(ns.name, 4, "job-name=second", timeout=60)
+    assert len(distinct(cluster, bound, RACK)) == 1
+    assert_no_node_over(cluster, 8)
