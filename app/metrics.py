@@ -11,7 +11,7 @@ PLANNING_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.latency = Histogram("tas_extender_request_seconds", "Extender request latency by verb",
+        self.latency = Histogram("tas_extender_request_seconds", "Extender request latency by verb (and the webhook's)",
                                  ["verb"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.planning = Histogram("tas_extender_planning_seconds", "Time to plan (or re-plan) one gang",
                                   ["kind"], buckets=PLANNING_BUCKETS, registry=self.registry)

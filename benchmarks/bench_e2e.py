@@ -13,11 +13,16 @@ extender path keeps at least 80% of the plain throughput at 256 nodes, every gan
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import shutil
+import ssl
 import statistics
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,6 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e")]
 
 from cluster import GPU, LEVELS, E2ECluster  # noqa: E402
+from kubernetes import watch as k8s_watch  # noqa: E402
+from kubernetes.client.exceptions import ApiException  # noqa: E402
 from controlplane import ControlPlane, find_binaries  # noqa: E402
 
 NODES_PER_RACK, RACKS_PER_BLOCK, BLOCKS_PER_ZONE = 8, 4, 4
@@ -62,17 +69,126 @@ def run_round(cluster: E2ECluster, namespace: str, gangs: int, pods: int, with_e
     scheduler = "tas-scheduler" if with_extender else "default-scheduler"
     objects = [pod(f"p-{g}-{i}", scheduler, f"gang-{g}" if with_extender else None)
                for g in range(gangs) for i in range(pods)]
+    latencies, cpu = latency_totals(cluster), cpu_seconds(cluster)
+    bindings = BindingWatch(cluster, namespace, len(objects))
+    created_at: dict[str, float] = {}
+
+    def create(obj: dict) -> None:
+        cluster.core.create_namespaced_pod(namespace, obj)
+        created_at[obj["metadata"]["name"]] = time.monotonic()
     started = time.monotonic()
     with ThreadPoolExecutor(8) as threads:
-        list(threads.map(lambda o: cluster.core.create_namespaced_pod(namespace, o), objects))
+        list(threads.map(create, objects))
     created = time.monotonic() - started
-    bound = cluster.wait_bound(namespace, len(objects), timeout=600)
-    elapsed = time.monotonic() - started
+    bound_at = bindings.wait(timeout=600)
+    elapsed = max(bound_at.values()) - started
+    bound = cluster.wait_bound(namespace, len(objects), timeout=60)
+    cpu = cpu_used(cpu, cpu_seconds(cluster))
     result = {"pods": len(objects), "seconds": elapsed, "create_seconds": created,
-              "pods_per_second": len(objects) / elapsed, "violations": 0}
+              "pods_per_second": len(objects) / elapsed, "violations": 0,
+              "latency": latency_means(latencies, latency_totals(cluster)), "cpu": cpu,
+              "wait": waits(created_at, bound_at, gangs if with_extender else 0, pods)}
     if with_extender:
         result["violations"] = violations(cluster, bound)
     return result
+
+
+class BindingWatch:
+    """When each pod of the namespace got its node, from a watch opened before the first create (polling
+    would add load and up to a poll interval to every round)."""
+
+    def __init__(self, cluster: E2ECluster, namespace: str, expected: int):
+        self.bound_at: dict[str, float] = {}
+        self.expected = expected
+        self.done = threading.Event()
+        self._watch = k8s_watch.Watch()
+        version = cluster.core.list_namespaced_pod(namespace).metadata.resource_version
+        self._thread = threading.Thread(target=self._run, args=(cluster, namespace, version), daemon=True)
+        self._thread.start()
+
+    def _run(self, cluster: E2ECluster, namespace: str, version: str) -> None:
+        for event in self._watch.stream(cluster.core.list_namespaced_pod, namespace, resource_version=version,
+                                        timeout_seconds=900):
+            pod = event["object"]
+            if pod.spec.node_name and pod.metadata.name not in self.bound_at:
+                self.bound_at[pod.metadata.name] = time.monotonic()
+                if len(self.bound_at) >= self.expected:
+                    self.done.set()
+                    self._watch.stop()
+
+    def wait(self, timeout: float) -> dict[str, float]:
+        if not self.done.wait(timeout):
+            raise TimeoutError(f"{len(self.bound_at)} of {self.expected} pods bound after {timeout:.0f} s")
+        return self.bound_at
+
+
+def waits(created_at: dict[str, float], bound_at: dict[str, float], gangs: int, pods: int) -> str:
+    """From each pod's creation (each gang's last pod's, for gangs) to its binding: mean and worst."""
+    if gangs:
+        per_pod = [bound_at[f"p-{g}-{i}"] - max(created_at[f"p-{g}-{j}"] for j in range(pods))
+                   for g in range(gangs) for i in range(pods)]
+        what = "from the gang's last create to binding"
+    else:
+        per_pod = [bound_at[name] - created_at[name] for name in created_at]
+        what = "from create to binding"
+    return f"{what}: mean {statistics.mean(per_pod):.2f} s, worst {max(per_pod):.2f} s"
+
+
+def latency_totals(cluster: E2ECluster) -> dict[str, tuple[float, float]]:
+    """(sum of seconds, count) per extender verb and webhook as the extender measured them, and the webhook
+    as the API server waited for it (apiserver_admission_webhook_admission_duration_seconds)."""
+    context = ssl.create_default_context(cafile=str(cluster.plane.certs.ca_crt))
+    with urllib.request.urlopen(f"{cluster.url}/metrics", context=context, timeout=10) as answer:
+        ours = answer.read().decode()
+    theirs = cluster.plane.kubectl("get", "--raw", "/metrics")
+    totals: dict[str, list[float]] = {}
+    for text, family, key in ((ours, "tas_extender_request_seconds", "verb"),
+                              (theirs, "apiserver_admission_webhook_admission_duration_seconds", "type")):
+        for line in text.splitlines():
+            for part, index in (("_sum", 0), ("_count", 1)):
+                if line.startswith(family + part + "{"):
+                    label = re.search(key + r'="([^"]+)"', line)
+                    name = ("apiserver-" if key == "type" else "") + (label.group(1) if label else "")
+                    totals.setdefault(name, [0.0, 0.0])[index] += float(line.rsplit(" ", 1)[1])
+    for line in theirs.splitlines():       # API requests by verb and resource, as counts with no time
+        if line.startswith("apiserver_request_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            name = "requests " + labels.get("verb", "") + " " + labels.get("resource", "") + \
+                ("/" + labels["subresource"] if labels.get("subresource") else "")
+            totals.setdefault(name, [0.0, 0.0])[1] += float(line.rsplit(" ", 1)[1])
+    return {name: (total, count) for name, (total, count) in totals.items()}
+
+
+def cpu_seconds(cluster: E2ECluster) -> dict[str, float]:
+    """CPU time (user + system) so far of each control-plane process and extender replica."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for process in [*cluster.plane.processes, *(r.process for r in cluster.extender.replicas if r.process)]:
+        try:
+            fields = Path(f"/proc/{process.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            out[process.name] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def cpu_used(before: dict[str, float], after: dict[str, float]) -> str:
+    used = {name: after[name] - before.get(name, 0.0) for name in after}
+    return ", ".join(f"{name} {seconds:.2f}" for name, seconds in sorted(used.items(), key=lambda kv: -kv[1])
+                     if seconds >= 0.05)
+
+
+def latency_means(before: dict, after: dict) -> str:
+    out, requests = [], []
+    for name, (total, count) in sorted(after.items()):
+        done = count - before.get(name, (0.0, 0.0))[1]
+        if name.startswith("requests "):
+            if done >= 5:
+                requests.append((done, name.removeprefix("requests ")))
+        elif done:
+            out.append(f"{name} {1000 * (total - before.get(name, (0.0, 0.0))[0]) / done:.1f} ms x {done:.0f}")
+    busiest = ", ".join(f"{name} {done:.0f}" for done, name in sorted(requests, reverse=True)[:6])
+    return "; ".join(out) + (f"\n      API requests: {busiest}" if busiest else "")
 
 
 def violations(cluster: E2ECluster, bound: list) -> int:
@@ -87,12 +203,18 @@ def violations(cluster: E2ECluster, bound: list) -> int:
 
 
 def clear(cluster: E2ECluster, namespace: str) -> None:
+    """Delete the round's namespace and wait until it is gone: the namespace controller deletes the pods
+    first and the PodGroups seconds later, and a gang's plan holds its nodes until its PodGroup goes."""
     cluster.clean_namespace(namespace)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if not [p for p in cluster.core.list_pod_for_all_namespaces(label_selector="bench=e2e").items]:
-            time.sleep(2)                      # the extender and the schedulers see the deletions
-            return
+        try:
+            cluster.core.read_namespace(namespace)
+        except ApiException as err:
+            if err.status == 404:
+                time.sleep(1)                  # the extender and the schedulers see the last deletions
+                return
+            raise
         time.sleep(0.5)
 
 
@@ -134,6 +256,9 @@ def main() -> int:
                 print(f"  round {n + 1}: {kind} {result['pods']} pods in {result['seconds']:.2f} s "
                       f"({result['pods_per_second']:.1f} pods/s; created in {result['create_seconds']:.2f} s)"
                       + (f", constraint violations: {result['violations']}" if with_extender else ""))
+                print(f"      mean latency: {result['latency']}")
+                print(f"      CPU seconds: {result['cpu']}")
+                print(f"      {result['wait']}")
                 clear(cluster, namespace)
             plain = statistics.mean(r["pods_per_second"] for r in results[False])
             gang = statistics.mean(r["pods_per_second"] for r in results[True])

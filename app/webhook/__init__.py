@@ -12,6 +12,7 @@ An unexpected error answers HTTP 500, so the webhook's failurePolicy decides, as
 from __future__ import annotations
 
 import logging
+import time
 
 import orjson
 from fastapi import APIRouter, Depends, Request
@@ -29,7 +30,7 @@ log = get_logger(__name__)
 router = APIRouter(tags=["webhook"])
 
 
-def webhook_context(request: Request) -> Context:
+async def webhook_context(request: Request) -> Context:
     """The service state as the webhook reads it (app.state.service: objects, cluster, settings)."""
     app_state = request.app.state
     service = app_state.service
@@ -49,6 +50,16 @@ def _json(body: dict, status_code: int = 200) -> Response:
 
 @router.post("/mutate", summary="Mutating admission webhook for Pod CREATE (admission.k8s.io/v1)")
 async def mutate(request: Request, context: Context = Depends(webhook_context)) -> Response:
+    started = time.perf_counter()
+    try:
+        return await _mutate(request, context)
+    finally:
+        metrics = getattr(request.app.state.service, "metrics", None)
+        if metrics is not None:
+            metrics.latency.labels("webhook").observe(time.perf_counter() - started)
+
+
+async def _mutate(request: Request, context: Context) -> Response:
     try:
         body = await read_limited(request, request.app.state.service.settings.max_request_bytes)
     except BodyTooLarge as error:
