@@ -118,3 +118,22 @@ def test_planner_places_whenever_brute_force_can(inp: PlanInput):
 def test_plans_are_deterministic(inp: PlanInput):
     first, second = plan_gang(inp), plan_gang(inp)
     assert first.slots == second.slots and first.reason == second.reason and first.rank == second.rank
+
+
+def test_a_subgroup_no_parent_needs_still_gives_the_pods_an_ancestor_needs():
+    """Found by the property test above: the root needs 2 pods (minMember), its only child needs none of
+    its subgroups (minSubGroup 0), the leaf below has one pod running outside the topology and one waiting.
+    The waiting pod is what the root's minimum asks for; the planner refused ("its subgroups do not fit
+    together") because it neither counted the running pod nor grew a leaf that was never entered."""
+    leaf = Group("g.0.0", slots=[Slot("a", 0), Slot("a", 1)])
+    root = Group("g", children=[Group("g.0", children=[leaf], min_subgroup=0)], min_member=2)
+    topology = TopologyTree("t", "test", [Level("example.com/host", "host")], ["node-0", "node-1", "node-2"],
+                            [None, ("z0",), None])
+    inp = PlanInput(tree=gang(root, "t"), topology=topology, free=free_matrix([0, 1, 0], [0, 0, 0]),
+                    resources=RESOURCES, node_names=["node-0", "node-1", "node-2"],
+                    requests={"a": request(gpu=1, cpu=0)}, usable={"a": np.array([False, True, False])},
+                    bound={Slot("a", 0): 0}, strategy="binpack")
+    assert brute_force(inp) is not None
+    plan = plan_gang(inp)
+    assert plan.placed, plan.reason
+    assert check_plan(inp, plan) == []

@@ -25,8 +25,10 @@ def rest_fits(state: State, group: GroupInfo, rest: list[GroupInfo], satisfied: 
     needs: dict[str, int] = {}
     for role in sorted({role for child in rest for role in child.need}):
         needs[role] = sum(sorted(child.need.get(role, 0) for child in rest)[:missing])
-    # running pods of the rest count once their child is satisfied, and need no room
-    running = sum(leaf.bound for child in rest if child.done is None for leaf in child.walk() if leaf.is_leaf)
+    # running pods of the rest count once their child is satisfied, and need no room (`counted` already
+    # holds those of children satisfied by running pods alone)
+    running = sum(leaf.bound for child in rest for leaf in child.walk() if leaf.is_leaf) - \
+        sum(child.done for child in rest if child.done is not None)
     pods = max(sum(sorted(child.need_total for child in rest)[:missing]), group.min_pods - counted - running)
     if pods <= 0:
         return True

@@ -303,10 +303,15 @@ class Placer:
             short = group.min_pods - self.counted(group)
             for backwards in ((False,) if short <= 0 else (False, True)):
                 mark = self.state.mark()
-                enough = short <= 0 or self._grow(group, short, backwards) >= short
+                adopted: list[GroupInfo] = []
+                if short > 0:     # growing a leaf not entered also makes its running pods count
+                    self._grow(group, short, backwards, adopted)
+                enough = group.min_pods - self.counted(group) <= 0
                 if enough and then():
                     return True
                 self.state.revert(mark)
+                for leaf in adopted:
+                    self.where.pop(leaf, None)
                 if enough and not self.searching:   # more children might still help an ancestor's minMember
                     return False
         if position == len(order) or len(order) - position < group.k - satisfied:
@@ -322,16 +327,43 @@ class Placer:
             return True
         return self._children(group, order, position + 1, satisfied, level, domain, then)
 
-    def _grow(self, group: GroupInfo, limit: int, backwards: bool = False) -> int:
-        """Elastic pods of the subtree's placed leaves, up to `limit` (for an inner minMember); the
-        leaves in tree order, or the other way round (which leaf grows first can matter)."""
+    def _grow(self, group: GroupInfo, limit: int, backwards: bool = False,
+              adopted: list[GroupInfo] | None = None) -> int:
+        """Elastic pods of the subtree's leaves, up to `limit` (for an inner minMember); the leaves in tree
+        order, or the other way round (which leaf grows first can matter). A leaf not entered (its parent
+        needs none of its subgroups, minSubGroup 0) grows in the domain of its nearest entered ancestor;
+        such leaves are appended to `adopted` for the caller to forget when it backs out."""
         placed = 0
-        leaves = list(group.walk())
+        leaves = [leaf for leaf in group.walk() if leaf.is_leaf]
         for leaf in reversed(leaves) if backwards else leaves:
             if placed >= limit:
                 break
-            if leaf.is_leaf and leaf in self.where and leaf not in self.frozen:
+            if leaf in self.frozen:
+                continue
+            if leaf in self.where:
                 placed += self._extra_pods(leaf, limit - placed)
+                continue
+            home = next((a for a in leaf.ancestors() if a in self.where), None)
+            if home is None or not any(a is group for a in home.ancestors()):
+                continue
+            between = []
+            for a in leaf.ancestors():
+                if a is home:
+                    break
+                between.append(a)
+            if any(a.claim is not None or a.required is not None for a in between):
+                continue                     # it needs a domain of its own: not grown in its ancestor's
+            mark = self.state.mark()
+            self.where[leaf] = self.where[home]
+            mandatory = sum(ids.size for _, ids in leaf.mandatory)
+            grown = self._extra_pods(leaf, max(limit - placed, mandatory), leaf.mandatory + leaf.optional)
+            if grown and self.pods_in(leaf) >= leaf.min_pods:       # the leaf's own minimum holds
+                placed += grown
+                if adopted is not None:
+                    adopted.append(leaf)
+            else:
+                self.state.revert(mark)
+                self.where.pop(leaf)
         return placed
 
     def counted(self, group: GroupInfo) -> int:
@@ -446,10 +478,10 @@ class Placer:
             return level, domain
         return ceiling, (int(self.layout.ancestors(level, ceiling)[domain]) if ceiling >= 0 else 0)
 
-    def _extra_pods(self, leaf: GroupInfo, limit: int) -> int:
+    def _extra_pods(self, leaf: GroupInfo, limit: int, pods: list[tuple[str, np.ndarray]] | None = None) -> int:
         node_of = self.state.node_of
         waiting = []
-        for role, ids in leaf.optional:
+        for role, ids in leaf.optional if pods is None else pods:
             ids = ids[node_of[ids] < 0][:limit]
             limit -= ids.size
             if ids.size:
