@@ -129,7 +129,7 @@ async def run(node_count: int, gangs: int, gang_pods: int, plain: int) -> None:
     objects = synth_cluster_objects(node_count, **SHAPE)
     jobs = [gang_job(f"train-{i}", gang_pods, 8) for i in range(gangs)]
     started = time.perf_counter()
-    app = create_app(Settings(log_level="warning"), objects=objects + jobs, freeze_gc=True)
+    app = create_app(Settings(log_level="warning"), objects=objects + jobs, serving=True)
     names = list(app.state.service.cluster.node_names)
     print(f"\n== {node_count:,} nodes (app built in {time.perf_counter() - started:.1f} s)")
     bench = Bench(app, names, bare_app())
@@ -192,7 +192,7 @@ async def first_filter(node_count: int, pods: int, gangs: int, profile: bool = F
 
     objects = synth_cluster_objects(node_count)
     jobs = [zone_job(f"big-{i}", pods) for i in range(gangs)]
-    app = create_app(Settings(log_level="warning"), objects=objects + jobs, freeze_gc=True)
+    app = create_app(Settings(log_level="warning"), objects=objects + jobs, serving=True)
     names = list(app.state.service.cluster.node_names)
     print(f"\n== first filter of a {pods:,}-pod gang (zone required, segments of 8 per rack), "
           f"{node_count:,} nodes, {gangs} gangs")

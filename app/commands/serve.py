@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     configure(settings.log_level)
     try:
-        app = create_app(settings, freeze_gc=True)
+        app = create_app(settings, serving=True)
     except ClusterFileError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
