@@ -82,3 +82,14 @@ def test_a_pod_refused_while_the_scheduler_lags_is_woken_when_the_grace_ends():
     clock.now += 0.5
     assert state.gangs.wake_refused() == 1
     assert filter_(client, pods[1], others)["NodeNames"] != []          # the grace is over: re-planned
+
+
+def test_wakeups_waiting_are_bounded_oldest_first(monkeypatch):
+    import app.extender.wakeups as module
+    monkeypatch.setattr(module, "_PENDING_LIMIT", 3)
+    wakeups = Wakeups()
+    for i in range(5):
+        wakeups.refused(f"ns/pod-{i}", "ns", f"pod-{i}", now=0)
+    wakeups.refused("ns/pod-2", "ns", "pod-2", now=1)        # refused again: now the newest
+    assert wakeups.pending() == 3
+    assert sorted(w.name for w in wakeups.take_due(100)) == ["pod-2", "pod-3", "pod-4"]

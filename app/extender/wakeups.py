@@ -19,6 +19,7 @@ from dataclasses import dataclass
 WAKE_ANNOTATION = "tas-extender.io/wake"        # its value: the time of the wake-up
 FIRST_WAIT, LONGEST_WAIT = 5.0, 60.0
 _REMEMBERED_WAITS = 10_000                      # gangs whose last wait is kept, to keep doubling it
+_PENDING_LIMIT = 10_000                         # wake-ups waiting (none are taken without a live cluster)
 
 
 @dataclass
@@ -42,10 +43,12 @@ class Wakeups:
         knows it, is when it runs out by itself."""
         with self._lock:
             due = now + self._waits.get(key, self.first) if ends_at is None else ends_at + 0.5
-            pending = self._pending.get(key)
+            pending = self._pending.pop(key, None)
             if pending is not None:
                 due = min(due, pending.due)
             self._pending[key] = Wake(namespace, name, due)
+            while len(self._pending) > _PENDING_LIMIT:
+                self._pending.pop(next(iter(self._pending)))
 
     def bound(self, key: str) -> None:
         """A pod of the gang got a node: its siblings are moved by that event; start over next time."""
