@@ -128,10 +128,8 @@ class ServiceState:
             if kind.kind == "Pod":
                 self._reconcile_plans()
             else:                             # a relist after a gap in the watch: deletions it missed
-                for plan in list(self.plans):
-                    if plan.owner and plan.owner[:2] == (kind.group, kind.kind) and \
-                            self.objects.get(kind.kind, plan.owner[2], plan.owner[3], group=kind.group) is None:
-                        self.drop_plan(plan.key, f"its {kind.kind} {plan.owner[2]}/{plan.owner[3]} is gone")
+                self._drop_plans_of(kind, lambda namespace, name: self.objects.get(
+                    kind.kind, namespace, name, group=kind.group) is None, "is gone")
 
     def apply(self, kind: WatchedKind, event: EventType, obj: Mapping) -> None:
         with self.lock:
@@ -154,16 +152,17 @@ class ServiceState:
                     self._rebuild()
             else:
                 self.generation += 1          # a workload changed: cached refusals may be stale
-                if event == "DELETED" or (obj.get("metadata") or {}).get("deletionTimestamp"):
-                    self._drop_plans_of(kind, obj)
+                metadata = obj.get("metadata") or {}
+                if event == "DELETED" or metadata.get("deletionTimestamp"):
+                    deleted = (metadata.get("namespace") or "default", metadata.get("name"))
+                    self._drop_plans_of(kind, lambda namespace, name: (namespace, name) == deleted, "was deleted")
 
-    def _drop_plans_of(self, kind: WatchedKind, obj: Mapping) -> None:
-        """The workload or PodGroup is deleted: its gangs will not come back, so their reservations (held
-        for replacement pods after a pod is deleted) go now rather than when the TTL ends."""
-        metadata = obj.get("metadata") or {}
-        owner = (kind.group, kind.kind, metadata.get("namespace") or "default", metadata.get("name"))
-        for key in [plan.key for plan in self.plans if plan.owner == owner]:
-            self.drop_plan(key, f"its {kind.kind} {owner[2]}/{owner[3]} was deleted")
+    def _drop_plans_of(self, kind: WatchedKind, gone: Callable[[str, str], bool], why: str) -> None:
+        """Gangs whose workload or PodGroup of `kind` is `gone(namespace, name)` will not come back: their
+        reservations (held for replacement pods after a pod is deleted) go now rather than when the TTL ends."""
+        for plan in list(self.plans):
+            if plan.owner and plan.owner[:2] == (kind.group, kind.kind) and gone(*plan.owner[2:]):
+                self.drop_plan(plan.key, f"its {kind.kind} {plan.owner[2]}/{plan.owner[3]} {why}")
 
     def synced(self) -> None:
         with self.lock:

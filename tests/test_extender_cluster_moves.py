@@ -94,11 +94,16 @@ def test_a_deleted_job_gives_back_its_gangs_reservations_at_once():
     assert not [key for key in state.cluster.reservations if key.startswith(f"gang:{GANG}#")]
 
 
+def one_pod_bound(job: dict):
+    """The service with the job's first pod scheduled (its gang planned and reserved); its state."""
+    client = make_client(job)
+    schedule(client, job_pods(job)[0])
+    return service(client)
+
+
 def test_a_job_being_deleted_in_the_foreground_gives_back_its_reservations():
     job = indexed_job("llama", pods=8, gpus=4)
-    client = make_client(job)
-    state = service(client)
-    schedule(client, job_pods(job)[0])
+    state = one_pod_bound(job)
     deleting = copy.deepcopy(job)
     deleting["metadata"].update(deletionTimestamp="2026-11-25T09:00:00Z")
     state.apply(kind_of(job), "MODIFIED", deleting)
@@ -107,9 +112,7 @@ def test_a_job_being_deleted_in_the_foreground_gives_back_its_reservations():
 
 def test_deleting_another_job_keeps_the_gangs_plan():
     job = indexed_job("llama", pods=8, gpus=4)
-    client = make_client(job)
-    state = service(client)
-    schedule(client, job_pods(job)[0])
+    state = one_pod_bound(job)
     other = copy.deepcopy(job)
     other["metadata"]["name"] = "mistral"
     state.apply(kind_of(other), "DELETED", other)
@@ -119,8 +122,6 @@ def test_deleting_another_job_keeps_the_gangs_plan():
 def test_a_job_missing_from_a_relist_gives_back_its_reservations():
     """The watch broke while the Job was deleted: the relist that follows no longer holds it."""
     job = indexed_job("llama", pods=8, gpus=4)
-    client = make_client(job)
-    state = service(client)
-    schedule(client, job_pods(job)[0])
+    state = one_pod_bound(job)
     state.replace(kind_of(job), [])
     assert state.plans.get(GANG) is None and not state.cluster.reservations

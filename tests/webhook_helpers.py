@@ -14,6 +14,7 @@ import yaml
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from app.metrics import Metrics
 from app.objects import ObjectCache
 from app.ports import WATCHED_KINDS, WatchedKind
 from app.webhook import router
@@ -63,6 +64,7 @@ class StandInState:
     objects: ObjectCache
     cluster: Cluster
     settings: StandInSettings = field(default_factory=StandInSettings)
+    metrics: Metrics = field(default_factory=Metrics)
 
 
 class Clock:

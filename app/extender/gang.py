@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timezone
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 import numpy as np
 

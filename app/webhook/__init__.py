@@ -54,9 +54,7 @@ async def mutate(request: Request, context: Context = Depends(webhook_context)) 
     try:
         return await _mutate(request, context)
     finally:
-        metrics = getattr(request.app.state.service, "metrics", None)
-        if metrics is not None:
-            metrics.latency.labels("webhook").observe(time.perf_counter() - started)
+        request.app.state.service.metrics.latency.labels("webhook").observe(time.perf_counter() - started)
 
 
 async def _mutate(request: Request, context: Context) -> Response:

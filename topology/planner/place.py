@@ -11,6 +11,7 @@ close as possible, never outside a required domain."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from itertools import takewhile
 
 import numpy as np
 
@@ -346,11 +347,7 @@ class Placer:
             home = next((a for a in leaf.ancestors() if a in self.where), None)
             if home is None or not any(a is group for a in home.ancestors()):
                 continue
-            between = []
-            for a in leaf.ancestors():
-                if a is home:
-                    break
-                between.append(a)
+            between = takewhile(lambda a: a is not home, leaf.ancestors())
             if any(a.claim is not None or a.required is not None for a in between):
                 continue                     # it needs a domain of its own: not grown in its ancestor's
             mark = self.state.mark()
