@@ -265,3 +265,49 @@ def test_simulation_leaves_no_reservations_behind():
     result = simulate("tas")
     assert result.cluster.reservations == {}
     assert np.array_equal(result.cluster.free, load_cluster(CLUSTER).free)
+
+
+def _with_line(line: dict) -> list:
+    return read_trace(TRACE) + parse_trace([json.dumps(line)], source="extra")
+
+
+def test_a_workload_that_can_never_fit_is_planned_once_and_says_so():
+    """Five pods of 8 GPUs in one block: no block has 5 nodes even when empty. It used to be planned
+    again after every completion; one attempt settles it."""
+    wide = json.loads(Path(TRACE).read_text().splitlines()[1])
+    wide["workload"]["metadata"]["name"] = "five-wide"
+    wide["workload"]["spec"]["parallelism"] = wide["workload"]["spec"]["completions"] = 5
+    result = simulate("tas", _with_line(wide))
+    job = next(job for job in result.jobs if job.key == "team/five-wide")
+    assert job.attempts == 1 and job.placed is None
+    assert job.reason.startswith("can never fit in this cluster")
+
+
+@pytest.mark.parametrize("policy", ["tas", "kueue-bestfit", "gang-most-free"])
+def test_refused_workloads_are_not_planned_again_on_an_unchanged_view(policy):
+    """A refused workload is planned again only when what its policy decides from has changed: the
+    results are exactly those of planning it after every completion, with fewer plans."""
+    import random
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    from quality import cluster_objects, trace_lines
+
+    from topology.cluster import Cluster
+    from topology.objects import ClusterObjects
+
+    rng = random.Random(3)
+    objects = cluster_objects(rng)
+    entries = parse_trace(trace_lines(rng, 80, 1800))
+    runs = []
+    for cached in (True, False):
+        chosen = get_policy(policy)
+        if not cached:
+            views = iter(range(1 << 30))
+            chosen.view = lambda cluster, gangs: str(next(views)).encode()
+        cluster = Cluster.from_objects(ClusterObjects.from_objects(objects))
+        result = Simulation(cluster, chosen, entries).run()
+        runs.append((result.results(), sum(job.attempts for job in result.jobs)))
+    (cached_results, cached_attempts), (every_results, every_attempts) = runs
+    assert cached_results == every_results
+    # the topology-blind policy is refused only while too few GPUs are free, which is checked first
+    assert cached_attempts < every_attempts if policy != "gang-most-free" else cached_attempts <= every_attempts

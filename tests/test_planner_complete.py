@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from oracle import brute_force, check_plan
-from planner_cases import free_matrix, grid_topology, leaf, plan_input, random_instance, request
+from planner_cases import free_matrix, grid_topology, leaf, plan_input, random_instance, request, segmented
 
 from topology.groups import Group
 from topology.planner import plan_gang
@@ -88,3 +88,41 @@ def test_greedy_search_places_more_children_for_a_minimum():
     inp = dataclasses.replace(random_instance(8579), search_budget=0)
     plan = plan_gang(inp)
     assert plan.placed and check_plan(inp, plan) == [], plan.reason
+
+
+def master_and_segments(workers: int, size: int) -> Group:
+    return Group("job", children=[leaf("master", "master", [0]), segmented("worker", workers, size, "rack")])
+
+
+def test_a_subgroups_required_segments_prune_the_parents_domains():
+    """Two racks have room for a segment of 4; the 15 workers need 3 racks for 4 and room for 3 more.
+    The root's own counts pass (16 free nodes of 26), so the search used to try 75 placements of the
+    master and the first segments before giving up; the segments of the subgroup rule the cluster out
+    before any try, and the refusal names them."""
+    topology = grid_topology((1, 2, 4, 4))
+    inp = plan_input(master_and_segments(15, 4), topology, free_matrix([8, 8, 8, 8] * 2 + [8, 8, 8, 0] * 6),
+                     ROLES)
+    plan = plan_gang(inp)
+    assert not plan.placed
+    assert plan.details["candidates_tried"] == 0
+    assert "subgroup job: " in plan.reason
+    assert "segments of 4 at rack need 3 racks with room for 4 and room for 3 more, found 2" in plan.reason
+    assert brute_force(dataclasses.replace(inp, topology=topology)) is None
+
+
+def test_the_short_segment_needs_room_of_its_own():
+    """Three racks hold a whole segment of 4 each and nothing more; the fourth, short segment of 3 has
+    no rack left: refused before any try (it used to be tried 76 times). Give one rack 2 more free nodes
+    and it fits."""
+    topology = grid_topology((1, 2, 4, 4))
+    workers = {"worker": ROLES["worker"]}
+    tight = plan_input(segmented("worker", 15, 4, "rack"), topology,
+                       free_matrix([8, 8, 8, 8] * 3 + [8, 8, 0, 0] * 5), workers)
+    plan = plan_gang(tight)
+    assert not plan.placed and plan.details["candidates_tried"] == 0
+    assert "need 3 racks with room for 4 and room for 3 more, found 3 with no room for 3 more" in plan.reason
+    assert brute_force(tight) is None
+    roomy = plan_input(segmented("worker", 15, 4, "rack"), topology,
+                       free_matrix([8, 8, 8, 8] * 3 + [8, 8, 8, 0] + [8, 8, 0, 0] * 4), workers)
+    plan = plan_gang(roomy)
+    assert plan.placed and check_plan(roomy, plan) == []

@@ -28,7 +28,7 @@ from topology.cluster import Cluster
 from topology.counts import pods_per_node, segments_by_level, sum_by_level
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan
-from topology.planner import plan_for
+from topology.planner import occupied_masks, plan_for
 from topology.tree import TopologyTree
 
 from .gangs import GPU, RoleNeeds, role_needs, split_gang
@@ -38,8 +38,13 @@ class Policy(Protocol):
     name: str
     description: str
 
-    def place(self, cluster: Cluster, tree: GroupTree) -> Plan:
-        """Where the gang would go on the cluster's current free capacity (nothing is reserved)."""
+    def place(self, cluster: Cluster, tree: GroupTree, explain: bool = True) -> Plan:
+        """Where the gang would go on the cluster's current free capacity (nothing is reserved).
+        `explain=False`: a refusal may skip saying why."""
+
+    def view(self, cluster: Cluster, gangs: Sequence[tuple[GroupTree, dict[str, RoleNeeds]]]) -> bytes:
+        """What `place` decides from for these gangs: equal views give equal plans (the simulator does
+        not plan a refused job again while its view stays the same)."""
 
 
 class PolicyError(ValueError):
@@ -54,12 +59,55 @@ class TasPolicy:
     name: str = "tas"
     description: str = "our gang and segment planner (topology-aware, best fit)"
 
-    def place(self, cluster: Cluster, tree: GroupTree) -> Plan:
+    def place(self, cluster: Cluster, tree: GroupTree, explain: bool = True) -> Plan:
         try:
             return plan_for(cluster, tree, strategy=tree.strategy or self.strategy,
-                            occupied_nodes=occupied_nodes(cluster, tree))
+                            occupied_nodes=occupied_nodes(cluster, tree), explain=explain)
         except (ValueError, KeyError) as err:
             return Plan(placed=False, reason=str(err).strip("'\""))
+
+
+    def view(self, cluster: Cluster, gangs: Sequence[tuple[GroupTree, dict[str, RoleNeeds]]]) -> bytes:
+        """The pods of each role that fit on every node, when a gang's roles all request the same: the
+        planner then decides from those counts alone (a pod placed on a node takes one from every role's
+        count there, and its bounds on free resources follow from the counts). Otherwise `free_view`."""
+        if not all(_same_requests(needs) for _, needs in gangs):
+            return free_view(cluster, gangs)
+        free = cluster.free
+        parts = [pods_per_node(free, need.request, need.usable).tobytes()
+                 for _, needs in gangs for need in needs.values()]
+        return b"".join(parts + occupied_view(cluster, gangs))
+
+
+def _same_requests(needs: dict[str, RoleNeeds]) -> bool:
+    requests = [need.request for need in needs.values()]
+    return all(np.array_equal(request, requests[0]) for request in requests[1:])
+
+
+def free_view(cluster: Cluster, gangs: Sequence[tuple[GroupTree, dict[str, RoleNeeds]]]) -> bytes:
+    """The nodes where some pod of the gangs fits, with their free resources, and (exclusive gangs) the
+    domains other pods occupy. Nodes where none fits change no decision: every policy places pods only
+    where they fit, and the planner's bounds sum free resources only over such nodes."""
+    free = cluster.free
+    fits = np.zeros(len(free), dtype=bool)
+    for _, needs in gangs:
+        for need in needs.values():
+            fits |= need.usable & np.all(free >= need.request, axis=1)
+    nodes = np.flatnonzero(fits)
+    parts = [np.int64(nodes.size).tobytes(), nodes.tobytes(), free[nodes].tobytes()]
+    return b"".join(parts + occupied_view(cluster, gangs))
+
+
+def occupied_view(cluster: Cluster, gangs: Sequence[tuple[GroupTree, dict[str, RoleNeeds]]]) -> list[bytes]:
+    """For each gang with an exclusive group: which domains of every level run other pods."""
+    parts = []
+    for tree, _ in gangs:
+        occupied = occupied_nodes(cluster, tree)
+        if occupied is not None:
+            topology = cluster.topologies.get(tree.topology) if tree.topology else None
+            masks = occupied_masks(topology, occupied) if topology is not None else [occupied]
+            parts += [np.packbits(mask).tobytes() for mask in masks]
+    return parts
 
 
 def occupied_nodes(cluster: Cluster, tree: GroupTree) -> np.ndarray | None:
@@ -106,7 +154,7 @@ class GangMostFree:
     name: str = "gang-most-free"
     description: str = "topology-blind gang: each pod on the node with the most free GPUs"
 
-    def place(self, cluster: Cluster, tree: GroupTree) -> Plan:
+    def place(self, cluster: Cluster, tree: GroupTree, explain: bool = True) -> Plan:
         needs = role_needs(cluster, tree)
         gpu = cluster.resources.column.get(GPU, cluster.resources.column["cpu"])
 
@@ -127,6 +175,9 @@ class GangMostFree:
 
         return _gang_by_units(cluster.free.copy(), tree, place_slots)
 
+    def view(self, cluster: Cluster, gangs: Sequence[tuple[GroupTree, dict[str, RoleNeeds]]]) -> bytes:
+        return free_view(cluster, gangs)
+
 
 # --- Kueue-style BestFit ------------------------------------------------------------------------------------
 
@@ -143,7 +194,7 @@ class KueueBestFit:
     name: str = "kueue-bestfit"
     description: str = "Kueue TAS BestFit greedy, per PodSet; a workload's roles as one PodSet group"
 
-    def place(self, cluster: Cluster, tree: GroupTree) -> Plan:
+    def place(self, cluster: Cluster, tree: GroupTree, explain: bool = True) -> Plan:
         needs = role_needs(cluster, tree)
         try:
             topology = cluster.topology(tree.topology) if tree.topology else None
@@ -167,6 +218,9 @@ class KueueBestFit:
             return place_roles(topology, free, parts, part_needs, part_constraints)
 
         return _partial_admission(free, tree, place_slots)
+
+    def view(self, cluster: Cluster, gangs: Sequence[tuple[GroupTree, dict[str, RoleNeeds]]]) -> bytes:
+        return free_view(cluster, gangs)
 
 
 def short_slices_apart(by_role: dict[str, list[Slot]], needs: dict[str, RoleNeeds],

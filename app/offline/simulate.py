@@ -4,7 +4,10 @@ picked, and leave.
 At every event time (an arrival or a completion) completions free their pods first, arrivals join the
 queue, then the pending workloads are tried in submission order: each one that fits now starts, one that
 does not stays pending while those behind it may start. A pending workload is tried again only after some
-capacity was freed (capacity that only shrank cannot make it fit).
+capacity was freed (capacity that only shrank cannot make it fit), and only when what a policy decides
+from changed since it was refused (`Policy.view`). A workload that can never fit, even on the empty
+cluster, is not tried again. Only a workload's first attempt asks the policy why it does not fit; one
+never placed is asked again at the end, on the cluster as its last attempt saw it.
 """
 from __future__ import annotations
 
@@ -40,6 +43,8 @@ class SimJob:
     attempts: int = 0
     plan_seconds: float = 0.0
     tried_at_epoch: int = -1
+    refused_view: bytes = b""                # what the policy saw when it last refused the job
+    never_fits: bool = False                 # refused even on the empty cluster
     gpus: int = 0
     locality: Locality | None = None
     invalid: bool = False                    # never simulated: `reason` says which line and field
@@ -148,23 +153,29 @@ class Simulation:
                     heapq.heappush(completions, (job.finished, sequence, job))
             self._record(now)
         for job in pending:
-            job.reason = job.reason or "never tried"
+            job.reason = self._final_reason(job) if job.attempts else "never tried"
         return SimulationResult(self.policy.name, self.jobs, self.timeline, self.total_gpus, self.cluster)
 
     def _try(self, job: SimJob, now: float) -> bool:
-        if job.tried_at_epoch == self.epoch:
+        if job.tried_at_epoch == self.epoch or job.never_fits:
             return False                     # nothing was freed since it last failed
         job.tried_at_epoch = self.epoch
         if job.attempts and self.gpu is not None and job.mandatory_gpus > self._free_gpus(self.reachable):
             return False                     # cannot fit: keep the reason of the last real attempt
+        view = self.policy.view(self.cluster, list(zip(job.trees, job.needs)))
+        if job.attempts and view == job.refused_view:
+            return False                     # the same answer as last time: keep its reason
         plans = []
+        explain = not job.attempts
         for tree, needs in zip(job.trees, job.needs):
             started = time.perf_counter()
-            plan = self.policy.place(self.cluster, tree)
+            plan = self.policy.place(self.cluster, tree, explain=explain)
             job.plan_seconds += time.perf_counter() - started
             job.attempts += 1
             if not plan.placed:
                 job.reason = plan.reason or "does not fit"
+                job.refused_view = view
+                job.never_fits = bool(plan.details.get("never_fits"))
                 self._release(job, plans)
                 return False
             self._reserve(job, tree, needs, plan)
@@ -176,6 +187,21 @@ class Simulation:
         job.locality = self._measure(job)
         job.reason = ""
         return True
+
+    def _final_reason(self, job: SimJob) -> str:
+        """Why a job never placed does not fit, asked on the cluster as it is at the end (its last
+        attempt saw the same: it is tried whenever its view changes)."""
+        reserved: list[tuple[GroupTree, Plan]] = []
+        reason = job.reason
+        for tree, needs in zip(job.trees, job.needs):
+            plan = self.policy.place(self.cluster, tree)
+            if not plan.placed:
+                reason = plan.reason or "does not fit"
+                break
+            self._reserve(job, tree, needs, plan)
+            reserved.append((tree, plan))
+        self._release(job, reserved)
+        return reason
 
     def _measure(self, job: SimJob) -> Locality | None:
         if len(job.trees) != 1:

@@ -7,21 +7,38 @@ import numpy as np
 from .demand import GroupInfo
 from .joint import joint_fit
 from .layout import ROOT, Layout
-from .segments import units_needed
+from .segments import holds_segments, segment_room, units_needed
 from .state import State
 
 
-def segment_room(state: State, group: GroupInfo, level: int, domains: np.ndarray) -> np.ndarray | None:
-    """Whole segments of the group's children that fit in each domain (None: no segment shape below)."""
+def group_segment_room(state: State, group: GroupInfo, level: int,
+                       domains: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(whole segments of the group's children that fit in each domain, whether each holds all of them);
+    None: no segment shape below the level."""
     shape = group.segments
     if shape is None or shape.level <= level:
         return None
     layout = state.layout
-    per = state.counts[shape.role][shape.level] // shape.size
+    pods = state.counts[shape.role][shape.level]
     if level == ROOT:
-        return np.full(len(domains), int(per.sum()), dtype=np.int64)
-    owner = layout.ancestors(shape.level, level)
-    return np.bincount(owner, weights=per, minlength=layout.size(level)).astype(np.int64)[domains]
+        owner, size = np.zeros(len(pods), dtype=np.int64), 1
+        domains = np.zeros(len(domains), dtype=np.int64)
+    else:
+        owner, size = layout.ancestors(shape.level, level), layout.size(level)
+    room, spare = segment_room(shape, pods, owner, size)
+    return room[domains], holds_segments(shape, room, spare)[domains]
+
+
+def segments_below_fit(state: State, group: GroupInfo, level: int, domains: np.ndarray) -> np.ndarray:
+    """Which domains could hold the required segments of every descendant the group must place: each
+    segment lies in one domain of its level inside the group's domain (a necessary condition that
+    spares the search trying every way to place the rest first)."""
+    keep = np.ones(len(domains), dtype=bool)
+    for below in group.segmented_below:
+        held = group_segment_room(state, below, level, domains)
+        if held is not None:
+            keep &= held[1]
+    return keep
 
 
 def pinned_domain(layout: Layout, group: GroupInfo, level: int) -> int | None:
@@ -69,10 +86,12 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
         total = sum((state.count(role, level, domains) for role in sorted(group.roles & set(state.roles))),
                     np.zeros(len(domains), dtype=np.int64))
         keep &= total >= group.need_total
-    room = segment_room(state, group, level, domains)
+    held = group_segment_room(state, group, level, domains)
+    room = None if held is None else held[0]
     shape = group.segments
-    if room is not None and shape.hard:
-        keep &= room >= shape.count
+    if held is not None and shape.hard:
+        keep &= held[1]
+    keep &= segments_below_fit(state, group, level, domains)
     keep &= joint_fit(state, group, level, domains)
     if group.claim is not None and level >= group.claim and occupied is not None and not group.pinned.size:
         keep &= ~occupied[group.claim][layout.ancestors(level, group.claim)[domains]]
@@ -111,7 +130,7 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
         # binpack: a domain that also holds the group's own elastic pods before a tighter one
         keys.append((~holds_elastic(state, group, level, domains)).astype(np.int64))
     if room is not None and not shape.hard:
-        keys.append((room[keep] < shape.count).astype(np.int64))
+        keys.append((~held[1][keep]).astype(np.int64))
     if target is not None:
         keys.append((~on_target(layout, level, domains, target)).astype(np.int64))
     order = np.lexsort(keys)

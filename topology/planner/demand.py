@@ -28,6 +28,7 @@ class SegmentShape:
     level: int
     count: int            # segments that must be placed
     hard: bool            # required (prunes candidates) rather than preferred
+    short: int = 0        # pods of the one shorter segment that must be placed too (0: none)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class GroupInfo:
     min_pods: int = 0                        # pods the subtree must count (running ones included)
     pinned: np.ndarray = field(default_factory=lambda: NO_IDS)  # nodes of running pods in the subtree
     segments: SegmentShape | None = None
+    segmented_below: list[GroupInfo] = field(default_factory=list)   # descendants with required segments
     done: int | None = None                  # pods that count when running pods alone satisfy it
     position: int = 0                        # index among its parent's children
 
@@ -182,6 +184,9 @@ def _inner(info: GroupInfo) -> None:
     pinned = [child.pinned for child in children if child.pinned.size]
     info.pinned = np.unique(np.concatenate(pinned)) if pinned else NO_IDS
     info.segments = _segment_shape(children, k)
+    if k == len(children):           # every child is placed: so are their required segments
+        info.segmented_below = [g for child in children for g in [child] + child.segmented_below
+                                if g.segments is not None and g.segments.hard]
     done = [child.done for child in children if child.done is not None]
     if len(done) >= k and sum(done) >= info.min_pods:
         info.done = sum(done)
@@ -201,4 +206,6 @@ def _segment_shape(children: list[GroupInfo], k: int) -> SegmentShape | None:
     count = k - sum(1 for s in sizes if s < size)      # whichever k are chosen, this many are full size
     if size <= 0 or count <= 0:
         return None
-    return SegmentShape(role, size, level, count, hard)
+    shorter = [s for s in sizes if 0 < s < size]
+    short = shorter[0] if k == len(children) and len(shorter) == 1 else 0
+    return SegmentShape(role, size, level, count, hard, short)

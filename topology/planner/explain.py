@@ -11,12 +11,14 @@ import numpy as np
 
 from ..quantity import format_units
 from ..resources import ResourceIndex
-from .candidates import in_scope, pinned_domain
+from .candidates import group_segment_room, in_scope, pinned_domain
 from .demand import GroupInfo, SegmentShape
 from .layout import ROOT, Layout
+from .segments import holds_segments, segment_room
 from .state import FIT_CAP, State
 
 PLAIN_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
+NEVER_FITS = "can never fit in this cluster"
 
 
 def describe_request(resources: ResourceIndex, request: np.ndarray) -> str:
@@ -34,10 +36,11 @@ class JointFit:
     pods: np.ndarray                     # all roles together
     by_role: dict[str, np.ndarray]
     room: np.ndarray | None              # whole segments (None: no required segment shape below)
+    spare: np.ndarray | None = None      # room for the short segment beside whole ones
 
     def fits(self, need: int, shape: SegmentShape | None) -> np.ndarray:
         ok = self.pods >= need
-        return ok if self.room is None else ok & (self.room >= shape.count)
+        return ok if self.room is None else ok & holds_segments(shape, self.room, self.spare)
 
     def best(self, domains: np.ndarray, shape: SegmentShape | None) -> int:
         """The domain among `domains` closest to holding the group: most pods, then most segments."""
@@ -66,16 +69,16 @@ def joint_fit(layout: Layout, level: int, free: np.ndarray, requests: Mapping[st
     if segmented is not None:
         fit = _fit(free, requests[segmented], allowed[segmented])
         member = owner >= 0
-        per = np.bincount(layout.node_domain[shape.level][member], weights=fit[member],
-                          minlength=layout.size(shape.level)).astype(np.int64) // shape.size
-        room = np.bincount(layout.ancestors(shape.level, level) if level != ROOT
-                           else np.zeros(per.size, dtype=np.int64), weights=per, minlength=size).astype(np.int64)
+        pods = np.bincount(layout.node_domain[shape.level][member], weights=fit[member],
+                           minlength=layout.size(shape.level)).astype(np.int64)
+        room, spare = segment_room(shape, pods, layout.ancestors(shape.level, level) if level != ROOT
+                                   else np.zeros(pods.size, dtype=np.int64), size)
         total = np.bincount(owner[member], weights=fit[member], minlength=size).astype(np.int64)
         rest = needs[segmented] - shape.count * shape.size
         by_role[segmented] = np.minimum(np.minimum(room, shape.count) * shape.size + rest,
                                         np.minimum(total, needs[segmented]))
-    pods = sum(by_role.values(), np.zeros(size, dtype=np.int64))
-    return JointFit(pods, {role: by_role[role] for role in needs}, room)
+    return JointFit(sum(by_role.values(), np.zeros(size, dtype=np.int64)), {role: by_role[role] for role in needs},
+                    room, spare if segmented is not None else None)
 
 
 def _owners(layout: Layout, level: int, scope: tuple[int, int]) -> np.ndarray:
@@ -137,7 +140,7 @@ class Explainer:
         needs = {role: need for role, need in group.need.items() if need}
         if shape is not None and not shape.hard:
             shape = None                    # a preferred level never refuses a gang
-        if shape is not None and shape.count == 1 and set(needs) == {shape.role} and shape.level > level:
+        if shape is not None and shape.count == 1 and not shape.short and set(needs) == {shape.role} and shape.level > level:
             level, shape = shape.level, None     # one segment holds every pod: its level is the group's
         pinned = pinned_domain(layout, group, level)
         if pinned == -1:
@@ -168,8 +171,20 @@ class Explainer:
         text = self._describe(state, level, best, joint, needs, shape, "fits")
         if not joint.fits(need, shape)[best]:
             return text
+        below = self._segments_below(placer, group, level, best)
+        if below:
+            return f"{text}, but {below}"
         where = "" if level == ROOT else f" in the {layout.level_plural(level)} tried"
         return f"{text}, but {self._inner_reason(placer, group, where)}"
+
+    def _segments_below(self, placer, group: GroupInfo, level: int, domain: int) -> str:
+        """Why a descendant's required segments do not fit in the domain, "" when they do."""
+        for below in group.segmented_below:
+            held = group_segment_room(placer.state, below, level, np.array([domain]))
+            if held is not None and not held[1][0]:
+                ceiling = level if below.required is None else max(level, below.required)
+                return self(placer, below, level, domain, ceiling)
+        return ""
 
     def _never(self, state: State, group: GroupInfo, level: int, domains: np.ndarray, needs: dict[str, int],
                shape: SegmentShape | None, scope_level: int) -> str | None:
@@ -180,7 +195,7 @@ class Explainer:
         if joint.fits(sum(needs.values()), shape)[domains].any():
             return None
         text = self._describe(state, level, joint.best(domains, shape), joint, needs, shape, "holds")
-        return f"can never fit in this cluster: even when empty, {text}"
+        return f"{NEVER_FITS}: even when empty, {text}"
 
     def _describe(self, state: State, level: int, domain: int, joint: JointFit, needs: dict[str, int],
                   shape: SegmentShape | None, verb: str) -> str:
@@ -199,7 +214,12 @@ class Explainer:
         if joint.room is not None:
             places = layout.level_plural(shape.level) if shape.count != 1 else layout.level_name(shape.level)
             text += (f"; segments of {shape.size} at {layout.level_name(shape.level)} need {shape.count} "
-                     f"{places} with room for {shape.size}, found {int(joint.room[domain])}")
+                     f"{places} with room for {shape.size}")
+            if shape.short:
+                text += f" and room for {shape.short} more"
+            text += f", found {int(joint.room[domain])}"
+            if shape.short and joint.room[domain] >= shape.count:
+                text += f" with no room for {shape.short} more"
         return text
 
     def _each(self, state: State, role: str) -> str:

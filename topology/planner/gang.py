@@ -8,7 +8,7 @@ import numpy as np
 
 from ..plan import STRATEGIES, Plan, PlanInput
 from .demand import GroupInfo, PlanError, analyse
-from .explain import Explainer, exclusion_text, insufficient
+from .explain import NEVER_FITS, Explainer, exclusion_text, insufficient
 from .layout import ROOT, Layout, layout_for
 from .place import Placer
 from .rank import placements, rank_of
@@ -119,7 +119,7 @@ def _plan(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
     excluded_base = dict(inp.excluded)
     groups = sum(1 for _ in root.walk())
     placer = Placer(state, inp.occupied, spread, _budget(inp, groups, len(table.slots)),
-                    Explainer(inp.resources, inp.occupied, inp.allocatable))
+                    Explainer(inp.resources, inp.occupied, inp.allocatable) if inp.explain else None)
     _deep_enough(groups)
     scope_level, scope_domain = scope or (ROOT, 0)
     mandatory = root.need_total
@@ -147,7 +147,13 @@ def _plan(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
 
 def _refusal(inp: PlanInput, placer: Placer, root: GroupInfo, excluded: dict[str, int]) -> Plan:
     parts = [f"role {role}: {why}" for role, why in sorted(inp.unplaceable.items()) if role in root.need]
-    parts.append(placer.failures.get(root, "the gang does not fit"))
+    failure = placer.failures.get(root, "the gang does not fit")
+    details = {"mandatory": root.need_total, "candidates_tried": placer.tried,
+               "search_exhausted": not placer.searching,
+               "never_fits": bool(parts) or failure.startswith(NEVER_FITS)}
+    if not inp.explain:
+        return Plan(placed=False, reason="; ".join(parts + ["does not fit"]), details=details)
+    parts.append(failure)
     roles = [role for role in root.need if role not in inp.unplaceable]
     fresh = State(placer.layout, inp.free, {r: inp.requests[r] for r in roles},
                   {r: placer.state.allowed[r] for r in roles})
@@ -156,9 +162,7 @@ def _refusal(inp: PlanInput, placer: Placer, root: GroupInfo, excluded: dict[str
     text = exclusion_text(excluded)
     if text:
         parts.append(text)
-    return Plan(placed=False, reason="; ".join(parts),
-                details={"mandatory": root.need_total, "candidates_tried": placer.tried,
-                         "search_exhausted": not placer.searching, "excluded": excluded})
+    return Plan(placed=False, reason="; ".join(parts), details=details | {"excluded": excluded})
 
 
 def _left_out_reason(unplaced) -> str:

@@ -21,7 +21,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
                      occupied_nodes: np.ndarray | None = None,
                      free: np.ndarray | None = None, one_per_node: frozenset[str] = frozenset(),
                      restricted: Mapping[str, tuple[np.ndarray, str]] | None = None,
-                     one_per_domain: Mapping[str, str] | None = None) -> PlanInput:
+                     one_per_domain: Mapping[str, str] | None = None, explain: bool = True) -> PlanInput:
     """Everything the planner needs about one gang on this cluster. ValueError (naming the field and the
     valid values) for an unknown strategy or topology; a role nobody can host is marked unplaceable.
     `restricted`: per role, the nodes some other rule allows (pod affinity) and the reason for the rest;
@@ -69,7 +69,8 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
         occupied=occupied_masks(topology, occupied_nodes), excluded=excluded, unplaceable=unplaceable,
         allocatable=cluster.capacity.allocatable, one_per_node=frozenset(one_per_node),
         one_per_domain={role: topology.level_index(level) for role, level in (one_per_domain or {}).items()
-                        if topology is not None})
+                        if topology is not None},
+        explain=explain)
 
 
 def plan_for(cluster: Cluster, tree: GroupTree, **kwargs) -> Plan:

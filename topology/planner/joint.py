@@ -65,16 +65,30 @@ def fits(state: State, needs: dict[str, int], pods: int, waiting: dict[str, int]
     capped = sum((np.minimum(state.count(role, level, domains), waiting.get(role, 0)) for role in roles),
                  np.zeros(len(domains), dtype=np.int64))
     keep &= capped >= pods
-    requests = np.stack([state.request[role] for role in roles])
-    fit = np.stack([state.fit[role] for role in roles])
-    keep &= _domain_sum(state, _pod_bound(state.free, requests, fit), level, domains) >= pods
+    bound, rooms = _per_domain(state, tuple(roles), level)
+    keep &= bound[domains] >= pods
     demand = sum(need * state.request[role] for role, need in needs.items() if need)
     if np.ndim(demand):
-        usable = fit.max(axis=0) > 0
         for column in np.flatnonzero(demand > 0):
-            room = np.where(usable, np.maximum(state.free[:, column], 0), 0)
-            keep &= _domain_sum(state, room, level, domains) >= demand[column]
+            keep &= rooms[column][domains] >= demand[column]
     return keep
+
+
+def _per_domain(state: State, roles: tuple[str, ...], level: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per domain of `level`: pods of the roles together that fit (see `_pod_bound`) and, per resource,
+    the free amount on nodes some role may use. Kept in the state's memo until a count changes (the
+    ladder asks the same of every level, and siblings of the same roles ask it again)."""
+    key = ("joint", roles, level)
+    found = state.memo.get(key)
+    if found is None:
+        requests = np.stack([state.request[role] for role in roles])
+        fit = np.stack([state.fit[role] for role in roles])
+        usable = fit.max(axis=0) > 0
+        rooms = np.where(usable[:, None], np.maximum(state.free, 0), 0)
+        found = (_domain_sum(state, _pod_bound(state.free, requests, fit), level),
+                 _domain_sum(state, rooms, level).T)
+        state.memo[key] = found
+    return found
 
 
 def _pod_bound(free: np.ndarray, requests: np.ndarray, fits: np.ndarray) -> np.ndarray:
@@ -88,12 +102,17 @@ def _pod_bound(free: np.ndarray, requests: np.ndarray, fits: np.ndarray) -> np.n
     return np.minimum(bound, FIT_CAP)
 
 
-def _domain_sum(state: State, per_node: np.ndarray, level: int, domains: np.ndarray) -> np.ndarray:
+def _domain_sum(state: State, per_node: np.ndarray, level: int) -> np.ndarray:
+    """Sums of `per_node` (nodes, or nodes x columns) over every domain of `level` (topology nodes only)."""
     layout = state.layout
     if level == ROOT:
-        return np.full(len(domains), int(per_node[layout.member].sum()), dtype=np.int64)
+        return per_node[layout.member].sum(axis=0, keepdims=True).astype(np.int64)
     if level == layout.depth:
-        return per_node[domains]
-    owners = layout.node_domain[level]
-    return np.bincount(owners[layout.member], weights=per_node[layout.member],
-                       minlength=layout.size(level)).astype(np.int64)[domains]
+        return per_node.astype(np.int64)
+    owners = layout.node_domain[level][layout.member]
+    inside = per_node[layout.member]
+    size = layout.size(level)
+    if inside.ndim == 1:
+        return np.bincount(owners, weights=inside, minlength=size).astype(np.int64)
+    return np.stack([np.bincount(owners, weights=inside[:, c], minlength=size) for c in range(inside.shape[1])],
+                    axis=1).astype(np.int64)

@@ -64,6 +64,26 @@ def _split(state: State, shape: SegmentShape, per_unit: np.ndarray, level: int, 
     return [domain] * count
 
 
+def segment_room(shape: SegmentShape, pods: np.ndarray, owner: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per domain of a level (`owner`: each segment-level domain's domain of that level, `size` domains):
+    the whole segments that fit, given `pods` of the shape's role per segment-level domain, and whether
+    some segment-level domain has room for the short segment beside its whole ones."""
+    room = np.bincount(owner, weights=pods // shape.size, minlength=size).astype(np.int64)
+    spare = np.zeros(size, dtype=bool)
+    if shape.short:
+        spare[owner[pods % shape.size >= shape.short]] = True
+    return room, spare
+
+
+def holds_segments(shape: SegmentShape, room: np.ndarray, spare: np.ndarray) -> np.ndarray:
+    """Which domains hold every segment: `count` whole ones, and the short one (in the room left beside
+    whole segments somewhere, or in a place for one more whole segment)."""
+    ok = room >= shape.count
+    if shape.short:
+        ok &= (room > shape.count) | spare
+    return ok
+
+
 def units_needed(state: State, shape: SegmentShape, level: int, domains: np.ndarray, count: int) -> np.ndarray:
     """For each domain of `level`: the fewest segment-level domains inside it that hold `count`
     segments (a large number when it cannot)."""

@@ -35,6 +35,8 @@ class State:
         for role in self.roles:
             self._recount(role)
         self._log: list[tuple] = []
+        self.version = 0                     # changes whenever a count may have changed
+        self.memo: dict = {}                 # derived per-domain figures of this version (joint.py)
 
     def _recount(self, role: str) -> None:
         fit = self._fit(role, np.arange(self.layout.node_count))
@@ -82,6 +84,9 @@ class State:
         return self.counts[role][level][domains]
 
     def _refresh(self, nodes: np.ndarray) -> None:
+        self.version += 1
+        if self.memo:
+            self.memo.clear()
         layout = self.layout
         for role in self.roles:
             if role in self.apart:          # a placement changes what fits in whole domains: count again
