@@ -239,9 +239,13 @@ class SideBySide:
         self.only: dict[str, int] = {"tas": 0, "kueue-bestfit": 0}
         self.theirs_breaking = 0              # kueue-only placements that break what tas enforces
 
-    def place(self, cluster, tree):
-        plan = self.ours.place(cluster, tree)
-        other = self.theirs.place(cluster, tree)
+    def view(self, cluster, gangs) -> bytes:
+        """Asked again whenever either policy's answer could change."""
+        return self.ours.view(cluster, gangs) + b"/" + self.theirs.view(cluster, gangs)
+
+    def place(self, cluster, tree, explain=True):
+        plan = self.ours.place(cluster, tree, explain)
+        other = self.theirs.place(cluster, tree, explain)
         topology = cluster.topologies[TOPOLOGY]
         if plan.placed and other.placed:
             self.pairs.append((measure(tree, plan.slots, topology), measure(tree, other.slots, topology)))

@@ -86,6 +86,8 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
         total = sum((state.count(role, level, domains) for role in sorted(group.roles & set(state.roles))),
                     np.zeros(len(domains), dtype=np.int64))
         keep &= total >= group.need_total
+    if not keep.any():                   # the counts alone rule every domain out (most levels of a ladder)
+        return domains[keep]
     held = group_segment_room(state, group, level, domains)
     room = None if held is None else held[0]
     shape = group.segments
