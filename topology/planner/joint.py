@@ -3,6 +3,8 @@ counts alone let a domain through that holds the master or the workers but not b
 necessary conditions (never rule out a domain that could hold the subtree), cheap and vectorized."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .demand import GroupInfo
@@ -16,32 +18,61 @@ def joint_fit(state: State, group: GroupInfo, level: int, domains: np.ndarray) -
     return fits(state, needs, max(sum(needs.values()), group.need_total), group.waiting, level, domains)
 
 
-def rest_fits(state: State, group: GroupInfo, rest: list[GroupInfo], satisfied: int, counted: int,
-              level: int, domain: int) -> bool:
-    """Whether the group's domain could still hold what the group lacks once some children are placed:
-    the k still to satisfy among the `rest` of its children (the smallest of them), and the pods its
-    minMember still asks for, from those children or from the elastic pods of its placed leaves."""
-    missing = max(0, group.k - satisfied)
-    needs: dict[str, int] = {}
-    for role in sorted({role for child in rest for role in child.need}):
-        needs[role] = sum(sorted(child.need.get(role, 0) for child in rest)[:missing])
-    # running pods of the rest count once their child is satisfied, and need no room (`counted` already
-    # holds those of children satisfied by running pods alone)
-    running = sum(leaf.bound for child in rest for leaf in child.walk() if leaf.is_leaf) - \
-        sum(child.done for child in rest if child.done is not None)
-    pods = max(sum(sorted(child.need_total for child in rest)[:missing]), group.min_pods - counted - running)
-    if pods <= 0:
-        return True
+@dataclass
+class Rest:
+    """What the children still to place ask for, smallest first (prefix sums: any number of them)."""
+
+    needs: dict[str, np.ndarray]        # role -> 0, then the sums of the 1, 2, ... smallest needs
+    totals: np.ndarray                  # the same for their mandatory pods of all roles
+    running: int                        # their running pods that count once they are satisfied
+    waiting: dict[str, int]             # their pods still to place, and the group's elastic pods
+
+
+def summarize_rests(group: GroupInfo, order: list[GroupInfo]) -> list[Rest]:
+    """The summary of order[position:] for every position, in one pass from the end."""
+    def prefix(values: list[int]) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(sorted(values))]).astype(np.int64)
+
     waiting: dict[str, int] = {}
-    for child in rest:
-        for role, count in child.waiting.items():
-            waiting[role] = waiting.get(role, 0) + count
     for leaf in group.walk():
         for role, ids in leaf.optional if leaf.is_leaf else ():
             waiting[role] = waiting.get(role, 0) + ids.size    # an upper bound: some may be placed
-    for role in sorted(set(waiting) & set(state.roles)):
+    roles = sorted({role for child in order for role in child.need})
+    needs: dict[str, list[int]] = {role: [] for role in roles}
+    totals: list[int] = []
+    running = 0
+    rests = [Rest({role: prefix([]) for role in roles}, prefix([]), 0, dict(waiting))]
+    for child in reversed(order):
+        for role in roles:
+            needs[role].append(child.need.get(role, 0))
+        totals.append(child.need_total)
+        running += sum(leaf.bound for leaf in child.walk() if leaf.is_leaf) - (child.done or 0)
+        for role, count in child.waiting.items():
+            waiting[role] = waiting.get(role, 0) + count
+        rests.append(Rest({role: prefix(values) for role, values in needs.items()}, prefix(totals), running,
+                          dict(waiting)))
+    rests.reverse()
+    return rests
+
+
+def rest_fits(state: State, group: GroupInfo, rest: Rest, satisfied: int, counted, level: int,
+              domain: int) -> bool:
+    """Whether the group's domain could still hold what the group lacks once some children are placed:
+    the k still to satisfy among the `rest` of its children (the smallest of them), and the pods its
+    minMember still asks for, from those children or from the elastic pods of its placed leaves.
+    `counted()`: the pods that already count toward the minMember (asked only when there is one)."""
+    missing = min(max(0, group.k - satisfied), len(rest.totals) - 1)
+    needs = {role: int(sums[missing]) for role, sums in rest.needs.items()}
+    pods = int(rest.totals[missing])
+    if group.min_pods:
+        # running pods of the rest count once their child is satisfied, and need no room (`counted`
+        # already holds those of children satisfied by running pods alone)
+        pods = max(pods, group.min_pods - counted() - rest.running)
+    if pods <= 0:
+        return True
+    for role in sorted(set(rest.waiting) & set(state.roles)):
         needs.setdefault(role, 0)
-    return bool(fits(state, needs, pods, waiting, level, np.array([domain]))[0])
+    return bool(fits(state, needs, pods, rest.waiting, level, np.array([domain]))[0])
 
 
 def fits(state: State, needs: dict[str, int], pods: int, waiting: dict[str, int], level: int,

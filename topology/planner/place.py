@@ -18,7 +18,7 @@ import numpy as np
 from .candidates import candidates, has_elastic, holds_elastic
 from .demand import GroupInfo
 from .fill import select
-from .joint import rest_fits
+from .joint import Rest, rest_fits, summarize_rests
 from .layout import ROOT
 from .segments import allot
 from .state import State
@@ -50,6 +50,7 @@ class Placer:
         self.explainer = explainer
         self.tried = 0
         self._hidden = NO_SLOTS                           # the node a leaf refill leaves out
+        self._rests: dict[int, tuple[list[GroupInfo], list[Rest]]] = {}   # id(order) -> summaries
 
     @property
     def searching(self) -> bool:
@@ -319,14 +320,22 @@ class Placer:
             return False
         # what is still missing no longer fits: earlier children must move (unless a placed child's
         # exclusive domain, hidden from the counts, holds room for its own elastic pods)
-        if not self._claims_below(group) and not rest_fits(self.state, group, order[position:], satisfied,
-                                                           self.counted(group), level, domain):
+        if not self._claims_below(group) and not rest_fits(self.state, group, self._rest(group, order, position),
+                                                           satisfied, lambda: self.counted(group), level, domain):
             return False
         child = order[position]
         if self.place_group(child, level, domain,
                             lambda: self._children(group, order, position + 1, satisfied + 1, level, domain, then)):
             return True
         return self._children(group, order, position + 1, satisfied, level, domain, then)
+
+    def _rest(self, group: GroupInfo, order: list[GroupInfo], position: int) -> Rest:
+        """The summary of order[position:], made once per child order (the order is kept with it, so
+        its id is not reused while cached)."""
+        cached = self._rests.get(id(order))
+        if cached is None or cached[0] is not order:
+            cached = self._rests[id(order)] = (order, summarize_rests(group, order))
+        return cached[1][position]
 
     def _grow(self, group: GroupInfo, limit: int, backwards: bool = False,
               adopted: list[GroupInfo] | None = None) -> int:
