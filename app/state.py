@@ -464,13 +464,19 @@ class ServiceState:
         bound, every other placed slot is reserved on its node, elastic slots left out are unplaced."""
         held = self.bound.get(plan.key, {})
         plan.slots = {}
+        names = self.cluster.node_names
+        keys, nodes, requests = [], [], []
         for slot, node_index in result.slots.items():
-            node = self.cluster.node_names[node_index]
+            node = names[node_index]
             if slot in held and held[slot][1] == node:
                 plan.slots[slot] = SlotState(slot, node, BOUND, pod=held[slot][0])
-            else:
-                plan.slots[slot] = SlotState(slot, node, PLANNED)
-                self.reserve_slot(plan, plan.slots[slot], check_fit=False)
+                continue
+            plan.slots[slot] = SlotState(slot, node, PLANNED, reserved=True)
+            keys.append(reservation_key(plan.key, slot))
+            nodes.append(node_index)
+            requests.append(self.role_request(plan, slot.role))
+        if keys:                             # every placed slot's capacity held in one update
+            self.cluster.reserve_many(keys, np.array(nodes, dtype=np.int64), np.stack(requests))
         for slot in result.unplaced:
             plan.slots[slot] = SlotState(slot, None, UNPLACED)
         plan.groups = dict(result.groups)

@@ -121,3 +121,14 @@ def test_kueue_bestfit_rack_slices_case():
     plan = plan_gang(inp)
     assert check_plan(inp, plan) == [] and plan.placed
     assert (used(topology, plan, 0), used(topology, plan, 1), used(topology, plan, 2)) == (1, 2, 4)
+
+
+def test_of_racks_with_equal_room_the_one_holding_it_in_fewer_hosts_goes_first():
+    """Found by the property test below: five 2-pod segments, each on one host; rack 3 holds two
+    segments on its one 4-GPU host, racks 1 and 2 two segments on two hosts each. Taking racks of equal
+    room in tree order used 5 hosts; the best uses 4 (host 7 twice)."""
+    topology = grid_topology((1, 2, 2, 2))
+    inp = plan_input(segmented("w", 10, 2, "host"), topology, free_matrix([0, 2, 2, 2, 2, 2, 0, 4]), ONE_GPU)
+    plan = plan_gang(inp)
+    assert check_plan(inp, plan) == [] and plan.placed
+    assert used(topology, plan, 3) == 4

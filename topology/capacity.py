@@ -25,6 +25,10 @@ class Capacity:
         self.reserved[node] += sign * request
         self.free[node] -= sign * request
 
+    def reserve_many(self, nodes: np.ndarray, requests: np.ndarray) -> None:
+        np.add.at(self.reserved, nodes, requests)
+        np.subtract.at(self.free, nodes, requests)
+
     def snapshot(self) -> np.ndarray:
         """A private copy of the free matrix for what-if planning."""
         return self.free.copy()

@@ -107,6 +107,15 @@ class Cluster:
         usage = self.reservations[key] = Usage(node, np.asarray(request, dtype=np.int64))
         self.capacity.reserve(node, usage.request)
 
+    def reserve_many(self, keys: list[str], nodes: np.ndarray, requests: np.ndarray) -> None:
+        """`reserve` for many keys at once (rows of `requests`); one array update for all of them."""
+        for key in keys:
+            self.release(key)
+        requests = np.asarray(requests, dtype=np.int64)
+        for key, node, request in zip(keys, nodes.tolist(), requests):
+            self.reservations[key] = Usage(node, request)
+        self.capacity.reserve_many(nodes, requests)
+
     def release(self, key: str) -> None:
         usage = self.reservations.pop(key, None)
         if usage is not None:

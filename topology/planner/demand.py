@@ -124,24 +124,32 @@ def _leaf(info: GroupInfo, bound: Mapping[Slot, int], requests: Mapping[str, np.
           table: SlotTable) -> None:
     group = info.group
     first = len(table.slots)
-    running: list[int] = []
-    waiting: list[int] = []
-    for slot in group.slots:
+    slots = group.slots
+    for slot in {slot.role: slot for slot in slots}.values():
         if slot.role not in requests:
             raise PlanError(f"group {group.name!r}: slot {slot} has role {slot.role!r} with no request; "
                             f"known roles: {', '.join(sorted(requests)) or 'none'}")
-        if slot in table.index:
-            raise PlanError(f"group {group.name!r}: slot {slot} appears twice in the gang")
-        slot_id = table.index[slot] = len(table.slots)
-        table.slots.append(slot)
-        node = bound.get(slot) if bound else None
-        if node is None:
-            waiting.append(slot_id)
-        else:
-            table.bound[slot_id] = node
-            running.append(node)
+    numbered = dict(zip(slots, range(first, first + len(slots))))
+    if len(numbered) != len(slots) or not table.index.keys().isdisjoint(numbered):
+        twice = next(slot for position, slot in enumerate(slots)
+                     if slot in table.index or numbered[slot] != first + position)
+        raise PlanError(f"group {group.name!r}: slot {twice} appears twice in the gang")
+    table.index.update(numbered)
+    table.slots.extend(slots)
+    running: list[int] = []
+    if bound:
+        waiting = []
+        for slot, slot_id in numbered.items():
+            node = bound.get(slot)
+            if node is None:
+                waiting.append(slot_id)
+            else:
+                table.bound[slot_id] = node
+                running.append(node)
+    else:
+        waiting = list(range(first, first + len(slots)))
     info.ids = np.arange(first, len(table.slots), dtype=np.int64)
-    info.roles = frozenset(slot.role for slot in group.slots)
+    info.roles = frozenset(slot.role for slot in slots)
     info.bound = len(running)
     to_place = max(0, group.leaf_min() - info.bound)
     info.mandatory = _by_role(table, waiting[:to_place])
@@ -156,6 +164,9 @@ def _leaf(info: GroupInfo, bound: Mapping[Slot, int], requests: Mapping[str, np.
 
 
 def _by_role(table: SlotTable, ids: list[int]) -> list[tuple[str, np.ndarray]]:
+    if ids and table.slots[ids[0]].role == table.slots[ids[-1]].role and \
+            all(table.slots[i].role == table.slots[ids[0]].role for i in ids):
+        return [(table.slots[ids[0]].role, np.array(ids, dtype=np.int64))]
     groups: dict[str, list[int]] = {}
     for slot_id in ids:
         groups.setdefault(table.slots[slot_id].role, []).append(slot_id)

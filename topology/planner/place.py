@@ -264,6 +264,8 @@ class Placer:
         if group.is_leaf:
             return self._place_leaf(group, level, domain, then)
         self.targets.update(allot(self.state, group, level, domain))     # segments: all together
+        if self._segments_at_once(group, level, domain, then):
+            return True
         for order in self._child_orders(group):
             mark = self.state.mark()
             if self._children(group, order, 0, 0, level, domain, then):
@@ -273,6 +275,52 @@ class Placer:
             if not self.searching:
                 break
         return False
+
+    def _segments_at_once(self, group: GroupInfo, level: int, domain: int, then: Then) -> bool:
+        """Alike segments that each need a whole domain of their level, every one with its allotted
+        domain: filled one allotted domain at a time (all its segments in one fill, consecutive pods
+        to each segment) instead of one segment at a time. Where the result is what the one-by-one
+        search would reach first (no finer domain holds a segment, so each would climb to its level
+        and take its allotted domain); when it does not fit or leads nowhere, the one-by-one search
+        runs as before."""
+        allotted = self._allotted_segments(group)
+        if allotted is None:
+            return False
+        shape = group.segments
+        mark = self.state.mark()
+        for target, children in allotted.items():
+            ids = np.concatenate([child.mandatory[0][1] for child in children])
+            chosen = select(self.state, shape.role, shape.level, target, ids.size, self.spread)
+            if chosen is None:
+                self.state.revert(mark)
+                return False
+            self.state.place(shape.role, chosen[0], chosen[1], ids)
+            for child in children:
+                self.where[child] = (shape.level, target)
+        self.tried += 1
+        if self._children(group, group.children, len(group.children), len(group.children), level, domain, then):
+            return True
+        self.state.revert(mark)
+        self._forget(group)
+        return False
+
+    def _allotted_segments(self, group: GroupInfo) -> dict[int, list[GroupInfo]] | None:
+        """The group's segments by allotted domain when they can be filled at once (see above)."""
+        shape = group.segments
+        if shape is None or not shape.hard or group.k != len(group.children) or shape.role in self.state.apart \
+                or shape.role in self.state.one_per_node or self.held or self.claims:
+            return None
+        allotted: dict[int, list[GroupInfo]] = {}
+        for child in group.children:
+            target = self.targets.get(child)
+            if target is None or target[0] != shape.level or child.required != shape.level or child.bound \
+                    or child.optional or child.claim is not None or len(child.mandatory) != 1:
+                return None
+            allotted.setdefault(target[1], []).append(child)
+        fit = self.state.counts[shape.role]
+        if any(int(fit[finer].max(initial=0)) >= shape.size for finer in range(shape.level + 1, len(fit))):
+            return None                      # a finer domain holds a segment: the one-by-one ladder may differ
+        return allotted
 
     def _child_orders(self, group: GroupInfo) -> Iterator[list[GroupInfo]]:
         """Tree order first (rank order); then the most constrained children first: those whose roles

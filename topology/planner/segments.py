@@ -84,9 +84,9 @@ def holds_segments(shape: SegmentShape, room: np.ndarray, spare: np.ndarray) -> 
     return ok
 
 
-def units_needed(state: State, shape: SegmentShape, level: int, domains: np.ndarray, count: int) -> np.ndarray:
+def units_needed(state: State, shape: SegmentShape, level: int, domains: np.ndarray, count) -> np.ndarray:
     """For each domain of `level`: the fewest segment-level domains inside it that hold `count`
-    segments (a large number when it cannot)."""
+    segments (a large number when it cannot); `count` may also be an array, one count per domain."""
     per_unit = state.counts[shape.role][shape.level] // shape.size
     owner = state.layout.ancestors(shape.level, level) if level != ROOT else np.zeros(len(per_unit), np.int64)
     order = np.lexsort([-per_unit, owner])
@@ -94,6 +94,10 @@ def units_needed(state: State, shape: SegmentShape, level: int, domains: np.ndar
     total = np.cumsum(room)
     starts = np.searchsorted(owner, owner)                 # first unit of each unit's domain
     before = np.where(starts > 0, total[np.maximum(starts - 1, 0)], 0)
+    if np.ndim(count):
+        wanted = np.zeros(state.layout.size(level) if level != ROOT else 1, dtype=np.int64)
+        wanted[domains] = count
+        count = wanted[owner]
     reached = (total - before) >= count
     rank = np.arange(len(owner)) - starts + 1
     needed = np.full(state.layout.size(level), 1 << 30, dtype=np.int64)
@@ -102,13 +106,15 @@ def units_needed(state: State, shape: SegmentShape, level: int, domains: np.ndar
 
 
 def best_fit(room: np.ndarray, count: int, spans=None) -> list[tuple[int, int]] | None:
-    """(index, segments) taking `count` segments from domains with `room` each: the roomiest first,
-    as long as none of the rest holds the remainder; then, of those that hold it, the one holding it
+    """(index, segments) taking `count` segments from domains with `room` each: the roomiest first (of
+    equal room, the one holding it in the fewest segment-level domains), as long as none of the rest
+    holds the remainder; then, of those that hold it, the one holding it
     in the fewest segment-level domains (`spans`), the tightest, the first in tree order. None when
     they do not fit."""
     if int(room.sum()) < count or count <= 0:
         return None if count > 0 else []
-    order = np.lexsort([np.arange(len(room)), -room])
+    keys = [np.arange(len(room))] + ([spans(room)] if spans is not None else []) + [-room]
+    order = np.lexsort(keys)
     chosen: list[tuple[int, int]] = []
     used = np.zeros(len(room), dtype=bool)
     remaining = count
