@@ -159,7 +159,7 @@ def _leaf(info: GroupInfo, bound: Mapping[Slot, int], requests: Mapping[str, np.
         info.waiting[role] = info.waiting.get(role, 0) + len(ids)
     info.need_total = min(to_place, len(waiting))
     info.min_pods = group.leaf_min()
-    info.pinned = np.unique(np.array(running, dtype=np.int64))
+    info.pinned = np.unique(np.array(running, dtype=np.int64)) if running else NO_IDS
     info.done = info.bound if info.bound >= info.min_pods else None
 
 

@@ -32,8 +32,7 @@ def select(state: State, role: str, level: int, domain: int, need: int, spread: 
         if chosen.size == 1:
             kids = layout.inside(at, int(chosen[0]), at + 1)
         else:
-            kids = layout.inside(level, domain, at + 1)
-            kids = kids[np.isin(layout.ancestors(at + 1, at)[kids], chosen)]
+            kids = layout.inside_any(at, chosen, at + 1)
         room = state.counts[role][at + 1][kids]
         kids, room = kids[room > 0], room[room > 0]
         picks, shares = _split(room, need, spread)

@@ -11,7 +11,7 @@ from .demand import GroupInfo, PlanError, analyse
 from .explain import NEVER_FITS, Explainer, exclusion_text, insufficient
 from .layout import ROOT, Layout, layout_for
 from .place import Placer
-from .rank import placements, rank_of
+from .rank import leaf_spans, placements, rank_of
 from .state import State
 
 SEARCH_BUDGET = 256          # candidate tries before the search stops reconsidering placed groups
@@ -128,14 +128,16 @@ def _plan(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
         return _refusal(inp, placer, root, excluded_base)
     elastic = placer.place_elastic(root)
     node_of = state.node_of
+    spans = leaf_spans(layout, [g for g in root.walk() if g.is_leaf and g.ids.size], node_of)
     placed_ids = np.flatnonzero(node_of >= 0).tolist()
     unplaced = [table.slots[i] for i in np.flatnonzero(node_of < 0).tolist()]
     plan = Plan(
         placed=True,
         slots={table.slots[i]: int(node) for i, node in zip(placed_ids, node_of[placed_ids].tolist())},
-        groups=placements(layout, root, placer.nodes_of),
+        groups=placements(layout, root, node_of, spans),
         unplaced=unplaced,
-        rank=rank_of(layout, state, root, placer.where.get(root, (ROOT, 0)), spread, placer.nodes_of),
+        rank=rank_of(layout, state, root, placer.where.get(root, (ROOT, 0)), spread, placer.nodes_of,
+                     spans),
         details={"mandatory": mandatory, "elastic": elastic, "bound": len(table.bound),
                  "candidates_tried": placer.tried, "search_exhausted": not placer.searching,
                  "strategy": "spread" if spread else "binpack"},

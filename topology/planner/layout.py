@@ -84,6 +84,17 @@ class Layout:
 
     def inside(self, at: int, domain: int, level: int) -> np.ndarray:
         """Units of `level` inside `domain` of level `at`, in index (tree) order."""
+        order, bounds = self._grouped(level, at)
+        return order[bounds[domain]:bounds[domain + 1]]
+
+    def inside_any(self, at: int, domains: np.ndarray, level: int) -> np.ndarray:
+        """Units of `level` inside any of `domains` (distinct) of level `at`, in index order."""
+        order, bounds = self._grouped(level, at)
+        starts, lengths = bounds[domains], bounds[domains + 1] - bounds[domains]
+        offsets = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        return np.sort(order[offsets + np.arange(int(lengths.sum()))])
+
+    def _grouped(self, level: int, at: int) -> tuple[np.ndarray, np.ndarray]:
         key = (level, at)
         grouped = self._groups.get(key)
         if grouped is None:
@@ -91,8 +102,7 @@ class Layout:
             order = np.argsort(owner, kind="stable")
             bounds = np.searchsorted(owner[order], np.arange(self.size(at) + 1))
             grouped = self._groups[key] = (order, bounds)
-        order, bounds = grouped
-        return order[bounds[domain]:bounds[domain + 1]]
+        return grouped
 
     def node_ancestor(self, nodes: np.ndarray, at: int) -> np.ndarray:
         return self.ancestors(self.depth, at)[nodes]

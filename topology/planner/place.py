@@ -287,14 +287,18 @@ class Placer:
         if allotted is None:
             return False
         shape = group.segments
-        mark = self.state.mark()
-        for target, children in allotted.items():
-            ids = np.concatenate([child.mandatory[0][1] for child in children])
-            chosen = select(self.state, shape.role, shape.level, target, ids.size, self.spread)
+        nodes, pods, ids = [], [], []
+        for target, children in allotted.items():      # disjoint domains: one fill does not change another
+            wanted = np.concatenate([child.mandatory[0][1] for child in children])
+            chosen = select(self.state, shape.role, shape.level, target, wanted.size, self.spread)
             if chosen is None:
-                self.state.revert(mark)
                 return False
-            self.state.place(shape.role, chosen[0], chosen[1], ids)
+            nodes.append(chosen[0])
+            pods.append(chosen[1])
+            ids.append(wanted)
+        mark = self.state.mark()
+        self.state.place(shape.role, np.concatenate(nodes), np.concatenate(pods), np.concatenate(ids))
+        for target, children in allotted.items():
             for child in children:
                 self.where[child] = (shape.level, target)
         self.tried += 1

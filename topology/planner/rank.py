@@ -31,13 +31,16 @@ def span_height(layout: Layout, nodes: np.ndarray) -> int:
 
 
 def domains_used(layout: Layout, nodes: np.ndarray) -> tuple[int, ...]:
-    return tuple(int(np.unique(layout.node_domain[level][nodes]).size) for level in range(layout.depth))
+    return tuple(len(set(layout.node_domain[level][nodes].tolist())) for level in range(layout.depth))
 
 
 def rank_of(layout: Layout, state: State, root: GroupInfo, where: tuple[int, int], spread: bool,
-            nodes_of) -> tuple:
+            nodes_of, spans: dict | None = None) -> tuple:
+    """`spans`: leaf_spans of the plan, if already measured."""
     nodes = nodes_of(root)
-    segments = [span_height(layout, nodes_of(g)) for g in root.walk()
+    spans = leaf_spans(layout, [g for g in root.walk() if g.is_leaf and g.ids.size], state.node_of) \
+        if spans is None else spans
+    segments = [layout.depth - spans[g][0] if g in spans else layout.depth - ROOT for g in root.walk()
                 if g.is_leaf and g.group.segment is not None and g.ids.size]
     level, domain = where
     leftover = sum(int(state.count(role, level, domain)) for role in state.roles)
@@ -45,16 +48,55 @@ def rank_of(layout: Layout, state: State, root: GroupInfo, where: tuple[int, int
             -leftover if spread else leftover, layout.domain_id(level, domain))
 
 
-def placements(layout: Layout, root: GroupInfo, nodes_of) -> dict[str, GroupPlacement]:
+def placements(layout: Layout, root: GroupInfo, node_of: np.ndarray,
+               measured: dict | None = None) -> dict[str, GroupPlacement]:
+    """Where each group went (`node_of`: slot id -> node, -1 unplaced); `measured`: leaf_spans of the
+    plan, if already measured."""
     result: dict[str, GroupPlacement] = {}
+    if measured is None:
+        measured = leaf_spans(layout, [g for g in root.walk() if g.is_leaf and g.ids.size], node_of)
     for group in root.walk():
-        nodes = nodes_of(group)
-        if not nodes.size:
-            result[group.name] = GroupPlacement(group.name)
-            continue
-        level, domain = common_level(layout, nodes)
+        if group in measured:
+            level, domain, used, pods = measured[group]
+        else:
+            nodes = node_of[group.ids]
+            nodes = nodes[nodes >= 0]
+            if not nodes.size:
+                result[group.name] = GroupPlacement(group.name)
+                continue
+            (level, domain), used, pods = common_level(layout, nodes), domains_used(layout, nodes), int(nodes.size)
         name = None if level == ROOT else layout.level_name(level)
         result[group.name] = GroupPlacement(
             group.name, name, None if level == ROOT else layout.domain_id(level, domain),
-            {layout.level_name(l): n for l, n in enumerate(domains_used(layout, nodes))}, int(nodes.size))
+            {layout.level_name(l): n for l, n in enumerate(used)}, pods)
     return result
+
+
+def leaf_spans(layout: Layout, leaves: list[GroupInfo], node_of: np.ndarray) -> dict:
+    """leaf -> (common level, its domain, domains used per level, pods) for leaves with placed pods,
+    all measured at once (a leaf's slot ids are consecutive; a big gang is mostly leaves)."""
+    if not leaves:
+        return {}
+    ids = np.concatenate([leaf.ids for leaf in leaves])
+    owner = np.repeat(np.arange(len(leaves)), [leaf.ids.size for leaf in leaves])
+    nodes = node_of[ids]
+    placed = nodes >= 0
+    owner, nodes = owner[placed], nodes[placed]
+    pods = np.bincount(owner, minlength=len(leaves))
+    first = np.full(len(leaves), -1, dtype=np.int64)
+    first[owner[::-1]] = nodes[::-1]                   # a placed node of each leaf
+    counts = []
+    for level in range(layout.depth + 1):              # depth: the nodes themselves
+        domain = layout.node_domain[level][nodes] if level < layout.depth else nodes
+        keys = np.unique(owner * (int(domain.max(initial=0)) + 2) + domain + 1)
+        counts.append(np.bincount(keys // (int(domain.max(initial=0)) + 2), minlength=len(leaves)))
+    spans = {}
+    for index, leaf in enumerate(leaves):
+        if not pods[index]:
+            continue
+        node = int(first[index])
+        level = next((l for l in range(layout.depth, -1, -1) if counts[l][index] == 1
+                      and (l == layout.depth or layout.node_domain[l][node] >= 0)), ROOT)
+        domain = node if level == layout.depth else (int(layout.node_domain[level][node]) if level >= 0 else 0)
+        spans[leaf] = (level, domain, tuple(int(counts[l][index]) for l in range(layout.depth)), int(pods[index]))
+    return spans

@@ -50,7 +50,7 @@ class State:
         if columns.size == 0:
             fit = np.full(nodes.size, FIT_CAP, dtype=np.int64)
         else:
-            fit = (np.maximum(self.free[np.ix_(nodes, columns)], 0) // self.request[role][columns]).min(axis=1)
+            fit = (np.maximum(self.free[nodes][:, columns], 0) // self.request[role][columns]).min(axis=1)
             fit = np.minimum(fit, FIT_CAP)
         if role in self.one_per_node:
             fit = np.minimum(fit, np.maximum(1 - self.alone[nodes], 0))
