@@ -466,6 +466,7 @@ class ServiceState:
         plan.slots = {}
         names = self.cluster.node_names
         keys, nodes, requests = [], [], []
+        by_role: dict[str, np.ndarray] = {}
         for slot, node_index in result.slots.items():
             node = names[node_index]
             if slot in held and held[slot][1] == node:
@@ -474,7 +475,10 @@ class ServiceState:
             plan.slots[slot] = SlotState(slot, node, PLANNED, reserved=True)
             keys.append(reservation_key(plan.key, slot))
             nodes.append(node_index)
-            requests.append(self.role_request(plan, slot.role))
+            request = by_role.get(slot.role)
+            if request is None:
+                request = by_role[slot.role] = self.role_request(plan, slot.role)
+            requests.append(request)
         if keys:                             # every placed slot's capacity held in one update
             self.cluster.reserve_many(keys, np.array(nodes, dtype=np.int64), np.stack(requests))
         for slot in result.unplaced:
