@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from oracle import brute_force, check_plan
 from planner_cases import free_matrix, grid_topology, leaf, plan_input, random_instance, request, segmented
 
@@ -126,3 +128,21 @@ def test_the_short_segment_needs_room_of_its_own():
                        free_matrix([8, 8, 8, 8] * 3 + [8, 8, 8, 0] + [8, 8, 0, 0] * 4), workers)
     plan = plan_gang(roomy)
     assert plan.placed and check_plan(roomy, plan) == []
+
+
+def test_roles_alike_start_from_one_count_and_are_updated_apart():
+    """Master and worker ask the same of the same nodes: the state counts them once at the start, and a
+    placement of one still updates both (every level, the single nodes included)."""
+    from topology.planner.layout import layout_for
+    from topology.planner.state import State
+
+    topology = grid_topology((1, 1, 2, 2))
+    layout = layout_for(topology, 4)
+    everywhere = np.ones(4, dtype=bool)
+    state = State(layout, free_matrix([8, 8, 8, 8]), ROLES, {"master": everywhere, "worker": everywhere})
+    state.place("master", np.array([1]), np.array([1]), np.empty(0, dtype=np.int64))
+    for role in ROLES:
+        assert state.counts[role][layout.depth].tolist() == [1, 0, 1, 1]
+        assert state.fit[role].tolist() == [1, 0, 1, 1]
+        assert state.count(role, 2, np.array([0, 1])).tolist() == [1, 2]
+        assert state.total[role] == 3

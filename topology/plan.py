@@ -39,6 +39,9 @@ class PlanInput:
     # the refusal it reports). Explained refusals tell in details["never_fits"] whether the gang could
     # fit even in the empty cluster.
     explain: bool = True
+    # True: the caller never changes this tree in place, so its analysis (group sizes, minimums, slot
+    # numbering) is kept for the next plan of the same tree object (the offline simulator's retries).
+    keep_analysis: bool = False
 
 
 @dataclass

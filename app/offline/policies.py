@@ -18,8 +18,9 @@ reserves nothing itself.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -27,8 +28,8 @@ import numpy as np
 from topology.cluster import Cluster
 from topology.counts import pods_per_node, segments_by_level, sum_by_level
 from topology.groups import GroupTree, Slot
-from topology.plan import Plan
-from topology.planner import occupied_masks, plan_for
+from topology.plan import Plan, PlanInput
+from topology.planner import build_plan_input, occupied_masks, plan_gang
 from topology.tree import TopologyTree
 
 from .gangs import GPU, RoleNeeds, role_needs, split_gang
@@ -59,12 +60,33 @@ class TasPolicy:
     name: str = "tas"
     description: str = "our gang and segment planner (topology-aware, best fit)"
 
+    def __post_init__(self) -> None:
+        self._inputs: dict[int, tuple[Cluster, GroupTree, list, PlanInput]] = {}
+
     def place(self, cluster: Cluster, tree: GroupTree, explain: bool = True) -> Plan:
         try:
-            return plan_for(cluster, tree, strategy=tree.strategy or self.strategy,
-                            occupied_nodes=occupied_nodes(cluster, tree), explain=explain)
+            return plan_gang(self._input(cluster, tree, explain))
         except (ValueError, KeyError) as err:
             return Plan(placed=False, reason=str(err).strip("'\""))
+
+    def _input(self, cluster: Cluster, tree: GroupTree, explain: bool) -> PlanInput:
+        """The gang's plan input on the cluster's free capacity now. What does not change while the
+        cluster keeps its nodes (requests, usable nodes, why others are excluded) is built once per
+        gang, and the planner keeps its analysis of the tree: the simulator asks again and again for
+        the same gangs (never changed in place) on the same nodes."""
+        occupied = occupied_nodes(cluster, tree)
+        kept = self._inputs.get(id(tree))
+        if kept is None or kept[0] is not cluster or kept[1] is not tree or len(kept[2]) != len(cluster.nodes) \
+                or not all(map(operator.is_, kept[2], cluster.nodes)):
+            if len(self._inputs) > 4096:
+                self._inputs.clear()
+            inp = replace(build_plan_input(cluster, tree, strategy=tree.strategy or self.strategy,
+                                           occupied_nodes=occupied, explain=explain), keep_analysis=True)
+            self._inputs[id(tree)] = (cluster, tree, list(cluster.nodes), inp)
+            return inp
+        inp = kept[3]
+        return replace(inp, free=cluster.capacity.snapshot(), occupied=occupied_masks(inp.topology, occupied),
+                       explain=explain)
 
 
     def view(self, cluster: Cluster, gangs: Sequence[tuple[GroupTree, dict[str, RoleNeeds]]]) -> bytes:

@@ -11,6 +11,9 @@ from .segments import holds_segments, segment_room, units_needed
 from .state import State
 
 
+NO_DOMAINS = np.empty(0, dtype=np.int64)
+
+
 def group_segment_room(state: State, group: GroupInfo, level: int,
                        domains: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(whole segments of the group's children that fit in each domain, whether each holds all of them);
@@ -68,6 +71,8 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
     names). A segment's `target` (the domain allotted to it with its siblings, see segments.py) comes
     before all of these; at finer levels only domains inside the target are candidates."""
     layout = state.layout
+    if any(need and state.most(role, level) < need for role, need in group.need.items()):
+        return NO_DOMAINS                # no domain of the level holds a role's pods (most of a ladder)
     domains = in_scope(layout, level, scope_level, scope_domain)
     pinned = pinned_domain(layout, group, level)
     if pinned is not None:

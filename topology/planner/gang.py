@@ -74,6 +74,24 @@ def _with_free(inp: PlanInput, free: np.ndarray) -> PlanInput:
     return replace(inp, free=free)
 
 
+_ANALYSES: dict[int, tuple] = {}      # id(tree) -> (tree, what it was analysed with, result)
+
+
+def _analysed(inp: PlanInput, layout: Layout):
+    """analyse(), kept between plans of the same tree object when the caller allows it."""
+    if not inp.keep_analysis:
+        return analyse(inp.tree, layout, inp.bound, inp.requests)
+    key = (layout, frozenset(inp.bound.items()), frozenset(inp.requests))
+    kept = _ANALYSES.get(id(inp.tree))
+    if kept is not None and kept[0] is inp.tree and kept[1] == key:
+        return kept[2]
+    result = analyse(inp.tree, layout, inp.bound, inp.requests)
+    if len(_ANALYSES) > 1024:
+        _ANALYSES.clear()
+    _ANALYSES[id(inp.tree)] = (inp.tree, key, result)
+    return result
+
+
 def _budget(inp: PlanInput, groups: int, slots: int) -> int:
     """Candidate tries before the search turns greedy: small gangs get a near-exhaustive search."""
     if inp.search_budget is not None:
@@ -111,7 +129,7 @@ def _plan(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
     usable = {role: (np.zeros(len(inp.node_names), dtype=bool) if role in inp.unplaceable
                      else inp.usable.get(role, np.ones(len(inp.node_names), dtype=bool)))
               for role in inp.requests}
-    root, table = analyse(inp.tree, layout, inp.bound, inp.requests)
+    root, table = _analysed(inp, layout)
     state = State(layout, inp.free, inp.requests, usable, len(table.slots), inp.one_per_node, inp.one_per_domain)
     for slot_id, node in table.bound.items():
         state.add_bound(slot_id, node, table.slots[slot_id].role)

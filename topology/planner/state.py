@@ -32,8 +32,18 @@ class State:
         self.fit: dict[str, np.ndarray] = {}
         self.counts: dict[str, list[np.ndarray]] = {}               # role -> per level 0..depth
         self.total: dict[str, int] = {}
+        alike: dict[tuple, str] = {}         # roles asking the same of the same nodes count alike
         for role in self.roles:
-            self._recount(role)
+            key = (self.request[role].tobytes(), self.allowed[role].tobytes(), role in self.one_per_node,
+                   role in self.apart)
+            twin = alike.setdefault(key, role)
+            if twin is role or role in self.apart:
+                self._recount(role)
+            else:
+                self.fit[role] = self.fit[twin].copy()
+                # the last entry (single nodes) is the fit array itself, updated with it
+                self.counts[role] = [counts.copy() for counts in self.counts[twin][:-1]] + [self.fit[role]]
+                self.total[role] = self.total[twin]
         self._log: list[tuple] = []
         self.version = 0                     # changes whenever a count may have changed
         self.memo: dict = {}                 # derived per-domain figures of this version (joint.py)
@@ -77,6 +87,14 @@ class State:
                                           minlength=layout.size(level)).astype(np.int64)
         sums.append(fit)
         return sums
+
+    def most(self, role: str, level: int) -> int:
+        """The most pods of the role that fit in one domain of the level (kept until a count changes)."""
+        key = ("most", role, level)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self.total[role] if level < 0 else int(self.counts[role][level].max(initial=0))
+        return found
 
     def count(self, role: str, level: int, domains) -> np.ndarray | int:
         if level < 0:
