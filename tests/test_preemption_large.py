@@ -120,3 +120,29 @@ def test_the_search_is_bounded_in_time():
         result = select_victims(gang_input(topology), running, seconds=0.0)
     assert not result.found and calls == []
     assert "time bound is spent" in result.explanation
+
+
+def test_victims_that_cannot_help_cost_one_plan():
+    """Issue 14: a refused gang whose lower-priority pods hold only CPU, while what it lacks is racks
+    with room for its GPU segments, is answered after one plan with every such pod gone, not after
+    planner runs in every block and level."""
+    topology, _ = full_cluster(lambda block: 0)
+    nodes = len(topology.node_names)
+    # two nodes of each rack have 8 GPUs free: 8 pods fit by count in each block, no rack holds a segment
+    inp = replace(gang_input(topology), free=free_matrix([8 if node % 4 < 2 else 0 for node in range(nodes)]))
+    running = [RunningGang(f"batch/cpu{node}", 0, {f"batch/cpu{node}-0": RunningPod(node, request(cpu=1000))})
+               for node in range(nodes)]
+    calls, patched = counting_planner()
+    with patched:
+        result = select_victims(inp, running, refused=True)
+    assert not result.found and len(calls) == 1
+    assert "does not fit even with all 32 running pods of a priority lower than 10 gone" in result.explanation
+
+
+def test_victims_that_can_help_are_still_searched_for_after_the_check():
+    topology, running = full_cluster(lambda block: 5 if block == 0 else 1)
+    calls, patched = counting_planner()
+    with patched:
+        result = select_victims(gang_input(topology), running, refused=True)
+    assert result.found and result.domain.endswith("b1") and len(result.victims) == 8
+    assert len(calls) > 1

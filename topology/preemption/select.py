@@ -97,8 +97,9 @@ def select_victims(inp: PlanInput, running: Iterable[RunningGang], *, priority: 
     `inp.occupied`, minus the victims of each choice (None: `inp.occupied` as given, victims or not).
     `seconds` bounds the search in time like `budget` bounds its planner calls (None: no bound); the
     search is skipped at once where no candidate victim runs on a node the gang could use and the caller
-    knows the gang does not fit as things are (`refused`: the planner refused it). `on_step` is called
-    after each planner call (a caller searching in a thread uses it to give others their turn)."""
+    knows the gang does not fit as things are (`refused`: the planner refused it), and after one plan
+    where it does not fit even with every candidate victim gone. `on_step` is called after each planner
+    call (a caller searching in a thread uses it to give others their turn)."""
     tree = inp.tree
     priority = tree.priority if priority is None else priority
     policy = tree.preemption_policy if policy is None else policy
@@ -112,6 +113,10 @@ def select_victims(inp: PlanInput, running: Iterable[RunningGang], *, priority: 
     if refused and not search.could_help(gangs):
         return PreemptionPlan(False, explanation=f"no running pod of a priority lower than {priority} on a node "
                                                  f"the gang could use: no preemption can help")
+    if refused and gangs and not search.fits_with_all_gone(gangs):
+        pods = sum(len(gang.pods) for gang in gangs)
+        return PreemptionPlan(False, explanation=f"the gang does not fit even with all {pods} running pods of a "
+                                                 f"priority lower than {priority} gone: no preemption can help")
     result = search.run(gangs, set(avoid))
     if not result.found and not gangs:
         result.explanation = f"no running pod has a priority lower than {priority}"
@@ -152,6 +157,14 @@ class _Search:
             list(self.usable.values()) or [np.zeros(len(self.inp.node_names), dtype=bool)])
         nodes = np.fromiter((pod.node for gang in gangs for pod in gang.pods.values()), dtype=np.int64)
         return bool(nodes.size and where[nodes].any())
+
+    def fits_with_all_gone(self, gangs: list[RunningGang]) -> bool:
+        """One planner call over the whole cluster with every candidate victim gone. Evicting fewer never
+        frees more (capacity, or for an exclusive gang, occupied domains), and every domain the search
+        tries lies inside the cluster: when this fails, every choice fails, so a refused gang whose
+        victims cannot help pays for one plan instead of two per domain on each level."""
+        everyone = [Choice(gang, tuple(sorted(gang.pods)), True) for gang in gangs]
+        return self.evaluate(ROOT, 0, self.layout.member, everyone) is not None
 
     def spent(self) -> bool:
         return self.budget <= 0 or (self.deadline is not None and time.monotonic() > self.deadline)
