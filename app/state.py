@@ -76,7 +76,7 @@ class ServiceState:
         self.metrics = Metrics()
         self.metrics.watch_state(self)
         self.lock = threading.RLock()
-        self.cluster = Cluster([], [])
+        self._cluster = Cluster([], [])
         self._role_requests: dict[int, tuple] = {}     # id(pod spec) -> (spec, resource index, request row)
         self.generation = 0                      # bumped on every change that may change a plan's outcome
         self.rebuilds = 0                        # bumped whenever `cluster` is replaced (nodes, topologies)
@@ -175,7 +175,22 @@ class ServiceState:
         with self.lock:
             if self._dirty:
                 self._rebuild()
-            return self.cluster
+            return self._cluster
+
+    @property
+    def cluster(self) -> Cluster:
+        """The cluster model. Node additions, deletions and label changes only mark it stale: it is
+        rebuilt here, when next read, so a node pool scaling up by hundreds costs one rebuild, not one
+        per node (each of which reads every node and pod)."""
+        if self._dirty and self.synced_once:
+            with self.lock:
+                if self._dirty:
+                    self._rebuild()
+        return self._cluster
+
+    @cluster.setter
+    def cluster(self, cluster: Cluster) -> None:
+        self._cluster = cluster
 
     # --- the cluster model ------------------------------------------------------------------------------
     def _topology_objects(self) -> list[Mapping]:
@@ -184,11 +199,11 @@ class ServiceState:
 
     def _rebuild(self) -> None:
         nodes = [NodeInfo.from_object(n) for n in self.objects.list("Node")]
-        old_names = set(self.cluster.node_names)
+        old_names = set(self._cluster.node_names)
         cluster = Cluster(nodes, self._topology_objects())
         for pod in self.objects.list("Pod"):
             cluster.add_pod(pod)
-        self.cluster = cluster
+        self._cluster = cluster
         self.changes.reset(len(cluster.nodes))
         self._dirty = False
         self.generation += 1
@@ -206,6 +221,10 @@ class ServiceState:
         gone = (old_names - set(cluster.node_names)) | lost
         self._notify_nodes(gone - {""})
 
+    def _stale(self) -> None:
+        self._dirty = True
+        self.generation += 1
+
     def _notify_nodes(self, names: set[str]) -> None:
         if names:
             for callback in self._on_nodes_changed:
@@ -213,15 +232,17 @@ class ServiceState:
 
     def _on_node(self, event: EventType, obj: Mapping) -> None:
         name = (obj.get("metadata") or {}).get("name", "")
-        if event == "DELETED" or name not in self.cluster.node_index or self._dirty:
-            self._rebuild()                     # tells on_nodes_changed about the nodes that are gone
+        cluster = self._cluster
+        if event == "DELETED" or name not in cluster.node_index or self._dirty:
+            self._stale()                       # the rebuild tells on_nodes_changed about nodes gone
             return
         info = NodeInfo.from_object(obj)
-        old = self.cluster.nodes[self.cluster.node_index[name]]
-        if not self.cluster.update_node_status(info):
-            self._rebuild()
-        self.changes.note_freed(self.cluster.node_index.get(name))     # ready / uncordoned / untainted
-        self.generation += 1
+        old = cluster.nodes[cluster.node_index[name]]
+        if cluster.update_node_status(info):
+            self.changes.note_freed(cluster.node_index.get(name))      # ready / uncordoned / untainted
+            self.generation += 1
+        else:
+            self._stale()                       # labels or allocatable changed
         if _turned_worse(old, info):
             self._notify_nodes({name})
 
@@ -240,11 +261,11 @@ class ServiceState:
 
     def _on_pod(self, event: EventType, pod: Mapping) -> None:
         key = pod_key(pod)
-        before = self.cluster.pods.get(key)
+        before = self._cluster.pods.get(key)
         if event == "DELETED" or not is_bound_and_running(pod):
             if before is not None:
                 self.changes.note_freed(before.node)
-            self.cluster.remove_pod(key)
+            self._cluster.remove_pod(key)
             if event != "DELETED" and (pod.get("status") or {}).get("phase") == "Succeeded":
                 self._finish_bound(key)
             else:
@@ -253,7 +274,7 @@ class ServiceState:
             return
         self._note_bound(pod)
         if not self._dirty:
-            self.cluster.add_pod(pod)
+            self._cluster.add_pod(pod)
             self._note_started(key, before)
             self._recheck_reservations(pod["spec"]["nodeName"])
         self.generation += 1

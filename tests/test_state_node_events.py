@@ -1,0 +1,55 @@
+"""Node events against the service's cluster model: a burst of them (a node pool scaling up or down)
+costs one rebuild when the model is next read, not one per node."""
+from __future__ import annotations
+
+import copy
+
+from app.state import NODE_KIND
+
+from service_helpers import filter_, indexed_job, job_pods, make_client, node_names, service
+
+
+def new_node(template: dict, name: str) -> dict:
+    node = copy.deepcopy(template)
+    node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = name
+    node["metadata"].pop("resourceVersion", None)
+    return node
+
+
+def demo_node(client) -> dict:
+    return next(service(client).objects.list("Node"))
+
+
+def test_a_burst_of_added_nodes_is_one_rebuild():
+    client = make_client()
+    state = service(client)
+    before, count = state.rebuilds, len(node_names(client))
+    template = demo_node(client)
+    for i in range(40):
+        state.apply(NODE_KIND, "ADDED", new_node(template, f"scale-up-{i}"))
+    assert state.rebuilds == before                      # nothing read the model yet
+    assert len(state.cluster.node_names) == count + 40
+    assert state.rebuilds == before + 1
+
+
+def test_a_gang_filtered_after_the_burst_sees_the_new_nodes():
+    job = indexed_job("late", 4, 8, required="block", segment=None)
+    client = make_client(job)
+    state = service(client)
+    template = demo_node(client)
+    for i in range(8):
+        state.apply(NODE_KIND, "ADDED", new_node(template, f"scale-up-{i}"))
+    names = node_names(client)
+    assert "scale-up-7" in names
+    answer = filter_(client, job_pods(job)[0], names)
+    assert answer["Error"] == "" and len(answer["NodeNames"]) == 1
+
+
+def test_deleted_nodes_are_gone_from_the_model_when_next_read():
+    client = make_client()
+    state = service(client)
+    gone = list(state.objects.list("Node"))[:3]
+    for node in gone:
+        state.apply(NODE_KIND, "DELETED", node)
+    names = set(node_names(client))
+    assert not names & {n["metadata"]["name"] for n in gone}
