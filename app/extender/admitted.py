@@ -20,14 +20,21 @@ class AdmittedSpec(dict):
     `pod_terms`: its required pod (anti-)affinity terms (grouper.affinity.PodTerm)."""
     one_per_host = False
     pod_terms: tuple = ()
+    shape: tuple | None = None            # shape(self), kept: a planned role's spec is compared per pod
 
 
 def shape(spec: Mapping) -> tuple:
     """What placement depends on: requests, tolerations, node selector and node affinity (pod affinity
     may name the pod's own group, so it differs between pods of one role)."""
-    return (sorted(pod_requests(spec).items()), repr(spec.get("tolerations") or []),
-            sorted((spec.get("nodeSelector") or {}).items()), repr((spec.get("affinity") or {}).get("nodeAffinity")),
-            getattr(spec, "one_per_host", False))
+    known = getattr(spec, "shape", None)
+    if known is not None:
+        return known
+    found = (sorted(pod_requests(spec).items()), repr(spec.get("tolerations") or []),
+             sorted((spec.get("nodeSelector") or {}).items()), repr((spec.get("affinity") or {}).get("nodeAffinity")),
+             getattr(spec, "one_per_host", False))
+    if isinstance(spec, AdmittedSpec):
+        spec.shape = found
+    return found
 
 
 class SeenRoles:
@@ -80,4 +87,5 @@ def _admitted_priority(tree: GroupTree, spec: Mapping) -> dict:
 
 def differs(planned: GroupTree, tree: GroupTree) -> list[str]:
     """Roles whose shape in `tree` is not the one `planned` was planned with."""
-    return [role for role in tree.roles if shape(planned.pod_spec(role)) != shape(tree.pod_spec(role))]
+    return [role for role in tree.roles if planned.pod_spec(role) is not tree.pod_spec(role)
+            and shape(planned.pod_spec(role)) != shape(tree.pod_spec(role))]

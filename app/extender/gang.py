@@ -190,22 +190,23 @@ class GangScheduler:
     def _plan_of(self, ident, pod: Mapping, candidates: Sequence[str]) -> GangPlan:
         state = self.state
         plan = state.plans.get(ident.gang)
-        same = plan is not None and plan.tree.slots() == ident.tree.slots()
+        same = plan is not None and _same_slots(plan.tree, ident.tree)
         tree = ident.tree
         if not same:        # roles whose pods were told to wait: plan them as admitted, not as templated
             for role, seen in self.seen_roles.roles(ident.gang).items():
                 if role != ident.slot.role and role in tree.roles:
                     tree = admitted_tree(tree, None, role, seen)
         tree = admitted_tree(tree, plan.tree if same else None, ident.slot.role, pod)
-        if same and plan.status != GANG_REFUSED and admitted.differs(plan.tree, tree):
-            self._replan_roles(plan, tree, admitted.differs(plan.tree, tree), pod_key(pod))
-        elif same and admitted.differs(plan.tree, tree):
+        changed = admitted.differs(plan.tree, tree) if same else []
+        if changed and plan.status != GANG_REFUSED:
+            self._replan_roles(plan, tree, changed, pod_key(pod))
+        elif changed:
             state.drop_plan(plan.key, "the admitted pods differ from the refused shape")
             plan = None
         if plan is not None and plan.status == GANG_REFUSED and not still_refused(state, plan, tree):
             state.plans.pop(plan.key)
             plan = None
-        if plan is not None and plan.status != GANG_REFUSED and plan.tree.slots() != tree.slots():
+        if plan is not None and plan.status != GANG_REFUSED and not _same_slots(plan.tree, tree):
             log.info("gang changed shape; re-planning", extra=fields(gang=plan.key, pod=pod_key(pod)))
             state.drop_plan(plan.key, "the workload changed")
             plan = None
@@ -521,3 +522,8 @@ def _main_request(requests: Mapping[str, int]) -> str:
         if requests.get(name):
             return f"{format_units(name, requests[name])} {name}"
     return ""
+
+
+def _same_slots(a: GroupTree, b: GroupTree) -> bool:
+    """Both trees number the same slots (one shared group tree always does: admitted_tree keeps it)."""
+    return a.root is b.root or a.slots() == b.slots()
