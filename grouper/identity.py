@@ -155,13 +155,13 @@ def _workload_identity(pod: Mapping, workload: Mapping, topologies: Mapping[str,
 
 
 def _podgroup_identity(pod: Mapping, podgroup: Mapping, pods: Sequence[Mapping],
-                       topologies: Mapping[str, TopologyTree] | None) -> PodIdentity:
+                       topologies: Mapping[str, TopologyTree] | None, tree: GroupTree | None = None) -> PodIdentity:
     if not belongs(pod, podgroup):
         raise _pod_error(pod, f"it names another PodGroup than {describe(podgroup)} (annotation "
                               f"{names.KAI_PODGROUP_ANNOTATION} / label {names.SP_PODGROUP_LABEL})")
     name = (pod.get("metadata") or {}).get("name")
     everyone = [p for p in pods if (p.get("metadata") or {}).get("name") != name] + [pod]
-    tree = group_podgroup(podgroup, everyone, topologies)
+    tree = tree or group_podgroup(podgroup, everyone, topologies)
     leaf = pod_subgroup(pod, podgroup, tree)
     position = next(i for i, member in enumerate(leaf_pods(leaf, everyone, podgroup, tree)) if member is pod)
     return PodIdentity(tree, tree.key, tree.name, Slot(leaf, position), leaf, None, None, tree.topology,
@@ -175,8 +175,9 @@ def identify_pod(pod: Mapping, owner: Mapping, topologies: Mapping[str, Topology
     `owner` is the workload (or PodGroup) the pod belongs to (see owner_of). For a PodGroup the index
     is the pod's position among its leaf's pods sorted by name: pass the PodGroup's other pods in `pods`.
     Raises GroupingError for invalid annotations or missing index labels. `trees` may pass the
-    workload's group_workload(owner, topologies) computed earlier (the webhook caches it per owner).
+    workload's group_workload(owner, topologies) computed earlier (the webhook caches it per owner),
+    or for a PodGroup [group_podgroup(owner, pods and this pod, topologies)].
     """
     if is_podgroup(owner):
-        return _podgroup_identity(pod, owner, pods, topologies)
+        return _podgroup_identity(pod, owner, pods, topologies, trees[0] if trees else None)
     return _workload_identity(pod, owner, topologies, trees)

@@ -170,3 +170,29 @@ def test_roles_told_to_wait_are_planned_as_admitted_not_as_templated(fake_kube):
         assert answer["NodeNames"], answer["FailedNodes"]
         placed = [schedule(client, pod) for pod in [*created, last]]
         assert all(placed) and service(client).cluster.capacity.free.min() >= 0
+
+
+def test_a_podgroup_is_grouped_once_per_member_set_not_once_per_call():
+    """Each pod of a PodGroup is filtered and bound (and retried): grouping the whole PodGroup on every
+    call costs O(pods) per call, O(pods^2) per gang."""
+    from unittest.mock import patch
+
+    import app.extender.planning as planning_module
+    import grouper.identity as identity_module
+    client = make_client(kai_podgroup("pg-y", 8))
+    pods = [kai_member("pg-y", i) for i in range(8)]
+    for pod in pods[:7]:
+        filter_(client, pod)                       # each arrival changes the member set: grouped again
+    calls = []
+    real = identity_module.group_podgroup
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+    with patch.object(planning_module, "group_podgroup", counted, create=True), \
+            patch.object(identity_module, "group_podgroup", counted):
+        placed = [schedule(client, pod) for pod in reversed(pods)]
+        for pod in pods:
+            filter_(client, pod)                   # a late retry of a bound pod
+    assert len(set(placed)) == 8
+    assert len(calls) == 1                         # the eighth pod completes the set: one grouping

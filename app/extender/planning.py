@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from grouper import GroupingError, PodIdentity, group_workload, identify_pod, owner_of
+from grouper import GroupingError, PodIdentity, group_podgroup, group_workload, identify_pod, owner_of
+from grouper.names import KAI_PODGROUP_ANNOTATION, KAI_SUBGROUP_LABEL, SP_PODGROUP_LABEL
 from topology.cluster import pod_key
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan, PlanInput
@@ -63,7 +64,12 @@ def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
         return None
     topologies = state.cluster.topologies
     if owner.kind == "PodGroup":
-        return identify_pod(pod, workload, topologies, pods=_members(state, pod, owner))
+        members = _members(state, pod, owner)
+        everyone = [*members, pod]
+        # one grouping per PodGroup version and member set, not one per call (3 calls per pod: O(n^2))
+        key = ("podgroup", _version(workload), tuple(sorted(map(_member_key, everyone))), state.rebuilds)
+        tree = _cached(state, key, lambda: group_podgroup(workload, everyone, topologies))
+        return identify_pod(pod, workload, topologies, pods=members, trees=[tree])
 
     classes = list(state.objects.list("PriorityClass"))
     classes_version = tuple(_version(c) for c in classes)
@@ -91,6 +97,15 @@ def _version(obj: Mapping) -> tuple:
     labels = metadata.get("labels") or {}
     return (metadata.get("uid"), metadata.get("namespace"), metadata.get("name"), metadata.get("resourceVersion"),
             tuple(sorted(labels.items())) if not metadata.get("resourceVersion") else None)
+
+
+def _member_key(pod: Mapping) -> tuple:
+    """What a PodGroup's grouping reads of a member pod: its name and the labels and annotation that say
+    which PodGroup and subgroup it joins, and its spec by generation (bumped on every spec change)."""
+    metadata = pod.get("metadata") or {}
+    labels, annotations = metadata.get("labels") or {}, metadata.get("annotations") or {}
+    return (metadata.get("name") or "", metadata.get("uid"), metadata.get("generation"), labels.get(KAI_SUBGROUP_LABEL),
+            labels.get(SP_PODGROUP_LABEL), annotations.get(KAI_PODGROUP_ANNOTATION))
 
 
 def _members(state: ServiceState, pod: Mapping, owner) -> list[Mapping]:
