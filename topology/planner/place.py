@@ -33,6 +33,18 @@ def _done() -> bool:
     return True
 
 
+def preferred_first(levels: list[int], group: GroupInfo) -> list[int]:
+    """The ladder from the group's preferred level up, then the finer levels. Climbing from single
+    nodes, the tightest fit at a level finer than the one asked for is often a whole free node or rack
+    that a later gang needs whole; from its preferred level the group takes the tightest domain that
+    holds it (as Kueue's BestFit does) and fills it tightest child first, so it still lands on one
+    node or rack when that domain has one that holds it."""
+    if group.preferred is None or group.preferred not in levels:
+        return levels
+    position = levels.index(group.preferred)
+    return levels[position:] + levels[:position]
+
+
 class Placer:
     def __init__(self, state: State, occupied: list[np.ndarray] | None, spread: bool, budget: int, explainer=None):
         self.state = state
@@ -147,9 +159,10 @@ class Placer:
         return False
 
     def _ladder(self, group: GroupInfo, finest: int, ceiling: int, scope_level: int, scope_domain: int) -> list[int]:
-        """Levels finest first; for a group with elastic pods, from the finest level with a domain that
-        holds them all (the finer levels, whose domains hold only the minimum, come last)."""
-        levels = list(range(finest, ceiling - 1, -1))
+        """Levels finest first, from the group's preferred level if it has one (the finer levels come
+        last); for a group with elastic pods, from the first level with a domain that holds them all
+        (the finer levels, whose domains hold only the minimum, come last)."""
+        levels = preferred_first(list(range(finest, ceiling - 1, -1)), group)
         if group.need_total == 0 or not has_elastic(group):
             return levels
         for position, level in enumerate(levels):
