@@ -9,8 +9,11 @@
 from __future__ import annotations
 
 import base64
+import json
+import ssl
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -214,8 +217,29 @@ class E2ECluster:
         return "\n".join(lines)
 
     def clean_namespace(self, namespace: str) -> None:
-        """Delete the namespace's controllers, then its pods at once (no kubelet finishes graceful deletion)."""
+        """Delete the namespace's workloads (so the extender drops their gangs' plans at once, instead of
+        when the namespace controller reaches them), the namespace, then its pods at once (no kubelet
+        finishes graceful deletion); wait until the extender holds no plan of the namespace, so that a
+        gang of this test is not moved onto the next test's nodes when this test's nodes go."""
+        self.plane.kubectl("delete", WORKLOAD_KINDS, "--all", "-n", namespace, "--wait=false", check=False)
         self.plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        self._delete_pods(namespace)
+        self._wait_no_plans(namespace)
+
+    def _wait_no_plans(self, namespace: str, timeout: float = 15) -> None:
+        context = ssl.create_default_context(cafile=str(self.plane.certs.ca_crt))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.url}/debug/plans", context=context, timeout=2) as answer:
+                    gangs = [p["gang"] for p in json.load(answer)["plans"]]
+            except (OSError, ValueError, KeyError):
+                return                                 # no leader serving (a failover test): nothing to wait for
+            if not any(gang.startswith(f"{namespace}/") for gang in gangs):
+                return
+            time.sleep(0.2)
+
+    def _delete_pods(self, namespace: str) -> None:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             pods = self.pods(namespace)
@@ -230,6 +254,10 @@ class E2ECluster:
                 except k8s.ApiException:
                     pass
             time.sleep(0.3)
+
+
+# what the tests create that owns pods or gangs ("all" holds Jobs, ReplicaSets, StatefulSets, DaemonSets, ...)
+WORKLOAD_KINDS = "all,tfjobs.kubeflow.org,leaderworkersets.leaderworkerset.x-k8s.io,podgroups.scheduling.run.ai"
 
 
 def _plural(kind: str) -> str:
