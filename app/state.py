@@ -42,6 +42,9 @@ SLOT_ANNOTATION = "tas-extender.io/slot"        # written at bind: "<role>-<inde
 TOPOLOGY_KINDS = {("kai.scheduler", "Topology"), ("kueue.x-k8s.io", "Topology"),
                   ("topology.volcano.sh", "HyperNode")}
 _SEEN_PODS_LIMIT = 20_000
+# A stale model is rebuilt when next read, or by a timer this long after it went stale, so that gangs on
+# deleted nodes are re-planned (and their pods woken) even when no request reads the model meanwhile.
+STALE_REBUILD_DELAY = 0.2
 
 
 def kind_of(obj: Mapping) -> WatchedKind:
@@ -90,6 +93,7 @@ class ServiceState:
         self.podgroup_pods: dict[tuple[str, str], dict[str, Mapping]] = {}  # (namespace, group) -> pods
         self.workload_pods = WorkloadPods()      # live pods per workload (a gang waits for all of them)
         self._dirty = True
+        self._settle: threading.Timer | None = None          # the pending rebuild of a stale model
         self._on_nodes_changed: list[Callable[[ServiceState, set[str]], None]] = []
 
     def watches(self, api_group: str, kind: str) -> bool:
@@ -178,6 +182,11 @@ class ServiceState:
             return self._cluster
 
     @property
+    def stale(self) -> bool:
+        """The model waits for a rebuild (the next read of `cluster` makes it)."""
+        return self._dirty and self.synced_once
+
+    @property
     def cluster(self) -> Cluster:
         """The cluster model. Node additions, deletions and label changes only mark it stale: it is
         rebuilt here, when next read, so a node pool scaling up by hundreds costs one rebuild, not one
@@ -224,6 +233,16 @@ class ServiceState:
     def _stale(self) -> None:
         self._dirty = True
         self.generation += 1
+        if self.synced_once and self._settle is None:
+            self._settle = threading.Timer(STALE_REBUILD_DELAY, self._settle_now)
+            self._settle.daemon = True
+            self._settle.start()
+
+    def _settle_now(self) -> None:
+        with self.lock:
+            self._settle = None
+            if self._dirty:
+                self._rebuild()
 
     def _notify_nodes(self, names: set[str]) -> None:
         if names:

@@ -118,13 +118,14 @@ def _error_answer(verb: str, message: str) -> Response:
     return _json({"NodeNameToMetaVictims": {}}, error=message)
 
 
-async def _on_loop_unless_locked(lock, call: Callable, *args):
+async def _on_loop_unless_busy(state, call: Callable, *args):
     """Filter and prioritize are CPU work well under a millisecond: they run on the event loop, where a
     thread hop would cost as much as the work (and the GIL gives threads no parallelism for it). But
     while another thread holds the state lock (a relist rebuilding the cluster, a bind's accounting),
     waiting for it there would freeze the loop and every other request, probes included: then the call
-    waits in the threadpool instead."""
-    if lock.acquire(blocking=False):
+    waits in the threadpool instead. So does a call that would first rebuild a stale cluster model."""
+    lock = state.lock
+    if not state.stale and lock.acquire(blocking=False):
         try:
             return call(*args)
         finally:
@@ -134,7 +135,7 @@ async def _on_loop_unless_locked(lock, call: Callable, *args):
 
 async def _filter(request: Request, gangs: GangScheduler) -> Response:
     args = await parse_args(request)
-    outcome = await _on_loop_unless_locked(gangs.state.lock, gangs.filter, args.Pod, _candidates(args))
+    outcome = await _on_loop_unless_busy(gangs.state, gangs.filter, args.Pod, _candidates(args))
     answer = {"Nodes": None, "NodeNames": outcome.nodes, "FailedNodes": outcome.failed,
               "FailedAndUnresolvableNodes": {}, "Error": outcome.error}
     if args.Nodes is not None:
@@ -148,7 +149,7 @@ async def _filter(request: Request, gangs: GangScheduler) -> Response:
 async def _prioritize(request: Request, gangs: GangScheduler) -> Response:
     args = await parse_args(request)
     hosts = _candidates(args)
-    scores = await _on_loop_unless_locked(gangs.state.lock, gangs.prioritize, args.Pod, hosts)
+    scores = await _on_loop_unless_busy(gangs.state, gangs.prioritize, args.Pod, hosts)
     if isinstance(scores, int):
         return Response(uniform_scores(hosts, scores), media_type="application/json")
     return _json([{"Host": host, "Score": score} for host, score in zip(hosts, scores)])
