@@ -182,6 +182,12 @@ class ServiceState:
             return self._cluster
 
     @property
+    def topologies(self) -> Mapping:
+        """The topology trees of the model as last built, never rebuilt here (the webhook reads them on
+        the event loop; a model gone stale differs in node membership, not in levels)."""
+        return self._cluster.topologies
+
+    @property
     def stale(self) -> bool:
         """The model waits for a rebuild (the next read of `cluster` makes it)."""
         return self._dirty and self.synced_once

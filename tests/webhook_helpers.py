@@ -66,6 +66,10 @@ class StandInState:
     settings: StandInSettings = field(default_factory=StandInSettings)
     metrics: Metrics = field(default_factory=Metrics)
 
+    @property
+    def topologies(self):
+        return self.cluster.topologies
+
 
 class Clock:
     def __init__(self, now: float = 100.0):

@@ -40,7 +40,7 @@ async def webhook_context(request: Request) -> Context:
     trees = getattr(app_state, "webhook_trees", None)
     if trees is None:
         trees = app_state.webhook_trees = TreeCache()
-    return Context(service.objects, service.cluster.topologies, service.settings, waits, trees,
+    return Context(service.objects, service.topologies, service.settings, waits, trees,
                    synced=getattr(service, "synced_once", True))
 
 
