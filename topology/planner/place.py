@@ -45,6 +45,13 @@ def preferred_first(levels: list[int], group: GroupInfo) -> list[int]:
     return levels[position:] + levels[:position]
 
 
+def children_level(group: GroupInfo) -> int:
+    """The coarsest level at which the group's children ask for a domain each (preferred, else required);
+    -2, above every level, when none does."""
+    return min((child.preferred if child.preferred is not None else child.required for child in group.children
+                if child.preferred is not None or child.required is not None), default=ROOT - 1)
+
+
 class Placer:
     def __init__(self, state: State, occupied: list[np.ndarray] | None, spread: bool, budget: int, explainer=None):
         self.state = state
@@ -161,15 +168,22 @@ class Placer:
     def _ladder(self, group: GroupInfo, finest: int, ceiling: int, scope_level: int, scope_domain: int) -> list[int]:
         """Levels finest first, from the group's preferred level if it has one (the finer levels come
         last); for a group with elastic pods, from the first level with a domain that holds them all
-        (the finer levels, whose domains hold only the minimum, come last)."""
+        (the finer levels, whose domains hold only the minimum, come last), else from the first level
+        above its children's own levels, where each child can take a domain with room for its elastic
+        pods instead of sharing one with its siblings' minimums."""
         levels = preferred_first(list(range(finest, ceiling - 1, -1)), group)
-        if group.need_total == 0 or not has_elastic(group):
+        if group.need_total == 0 or not has_elastic(group) or group in self.targets:
+            return levels            # a segment's allotted domain already counts its elastic pods
+        start = next((level for level in levels if self._holds_elastic(group, level, scope_level, scope_domain)),
+                     next((level for level in levels if level < children_level(group)), None))
+        if start is None:
             return levels
-        for position, level in enumerate(levels):
-            domains = self._candidates(group, level, scope_level, scope_domain)
-            if holds_elastic(self.state, group, level, domains).any():
-                return levels[position:] + levels[:position]
-        return levels
+        position = levels.index(start)
+        return levels[position:] + levels[:position]
+
+    def _holds_elastic(self, group: GroupInfo, level: int, scope_level: int, scope_domain: int) -> bool:
+        domains = self._candidates(group, level, scope_level, scope_domain)
+        return bool(holds_elastic(self.state, group, level, domains).any())
 
     def _signature(self, group: GroupInfo) -> tuple:
         """What the rest of the search sees of a placed group: its pods' nodes (for an exclusive group

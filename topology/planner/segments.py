@@ -23,16 +23,42 @@ def allot(state: State, group: GroupInfo, level: int, domain: int) -> dict[Group
     shape = group.segments
     if shape is None or shape.level <= level:
         return {}
-    targets = None
-    for size in dict.fromkeys((_with_elastic(group), shape.size)):   # room for elastic pods too, if any
-        per_unit = state.counts[shape.role][shape.level] // size
-        targets = _split(state, shape, per_unit, level, domain, shape.count)
-        if targets is not None:
-            break
+    targets = _whole_first(state, shape, level, domain, _with_elastic(group))
     if targets is None:
         return {}
+    # the first segments get the domains with room for their elastic pods (placed first, tree order)
     segments = [child for child in group.children if child.need_total == shape.size]
     return {child: (shape.level, target) for child, target in zip(segments, targets)}
+
+
+def _whole_first(state: State, shape: SegmentShape, level: int, domain: int, whole: int) -> list[int] | None:
+    """Segment domains for `shape.count` segments: as many as fit with room for their elastic pods too
+    (`whole` pods each), then the rest with room for their minimum in what those leave. Allotting
+    minimums only would pack them into the roomiest domain and send every elastic pod elsewhere."""
+    pods = state.counts[shape.role][shape.level]
+    if whole == shape.size:
+        return _split(state, shape, pods // shape.size, level, domain, shape.count)
+
+    def split(count: int) -> list[int] | None:
+        first = _split(state, shape, pods // whole, level, domain, count) if count else []
+        if first is None:
+            return None
+        left = pods - whole * np.bincount(np.array(first, dtype=np.int64), minlength=len(pods))
+        rest = _split(state, shape, left // shape.size, level, domain, shape.count - count)
+        return None if rest is None else first + rest
+
+    inside = state.layout.ancestors(shape.level, level) == domain if level != ROOT else slice(None)
+    most = min(shape.count, int((pods[inside] // whole).sum()))
+    found = split(most)
+    low, high = 0, most - 1          # else the most whole segments that leave room for the rest: bisect
+    while found is None and low <= high:
+        middle = (low + high + 1) // 2
+        targets = split(middle)
+        if targets is None:
+            high = middle - 1
+        else:
+            found, low = targets, middle + 1
+    return found
 
 
 def _with_elastic(group: GroupInfo) -> int:
