@@ -146,3 +146,13 @@ def test_roles_alike_start_from_one_count_and_are_updated_apart():
         assert state.fit[role].tolist() == [1, 0, 1, 1]
         assert state.count(role, 2, np.array([0, 1])).tolist() == [1, 2]
         assert state.total[role] == 3
+
+
+def test_a_segment_allotted_in_a_domain_that_failed_is_not_held_to_it_in_the_next():
+    """Found by the long run (seed 3484): the job requires a rack, its workers a block, their segment a
+    host. Tried first in a rack where the segment was allotted a host, the workers then entered a node
+    of the next rack, where nothing is allotted: the old allotment still confined the segment to the
+    first rack's host, and the only rack that holds the gang was refused."""
+    inp = random_instance(3484)
+    plan = plan_gang(inp)
+    assert plan.placed and check_plan(inp, plan) == [], plan.reason
