@@ -197,7 +197,7 @@ class ServiceState:
         """The cluster model. Node additions, deletions and label changes only mark it stale: it is
         rebuilt here, when next read, so a node pool scaling up by hundreds costs one rebuild, not one
         per node (each of which reads every node and pod)."""
-        if self._dirty and self.synced_once:
+        if self.stale:
             with self.lock:
                 if self._dirty:
                     self._rebuild()

@@ -226,13 +226,17 @@ class E2ECluster:
         self._delete_pods(namespace)
         self._wait_no_plans(namespace)
 
-    def _wait_no_plans(self, namespace: str, timeout: float = 15) -> None:
+    def debug(self, path: str, timeout: float = 5) -> dict:
+        """A JSON answer of the extender's debug API (`path` below /debug/)."""
         context = ssl.create_default_context(cafile=str(self.plane.certs.ca_crt))
+        with urllib.request.urlopen(f"{self.url}/debug/{path}", context=context, timeout=timeout) as answer:
+            return json.load(answer)
+
+    def _wait_no_plans(self, namespace: str, timeout: float = 15) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(f"{self.url}/debug/plans", context=context, timeout=2) as answer:
-                    gangs = [p["gang"] for p in json.load(answer)["plans"]]
+                gangs = [p["gang"] for p in self.debug("plans", timeout=2)["plans"]]
             except (OSError, ValueError, KeyError):
                 return                                 # no leader serving (a failover test): nothing to wait for
             if not any(gang.startswith(f"{namespace}/") for gang in gangs):

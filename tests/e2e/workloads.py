@@ -1,9 +1,6 @@
 """Workload objects and pods as their controllers make them, and checks of where pods landed."""
 from __future__ import annotations
 
-import json
-import ssl
-import urllib.request
 from collections import Counter
 
 from cluster import GPU, LEVELS, TOPOLOGY
@@ -131,14 +128,8 @@ def release(cluster, ns, pods: list[str]) -> None:
 
 def plan_slots(cluster, gang_namespace: str) -> dict[str, str]:
     """The extender's plan for the namespace's gang: pod slot -> planned node (from the debug API)."""
-    context = ssl.create_default_context(cafile=str(cluster.plane.certs.ca_crt))
-    with urllib.request.urlopen(f"{cluster.url}/debug/plans", context=context, timeout=5) as answer:
-        plans = [p for p in json.load(answer)["plans"] if p["gang"].startswith(f"{gang_namespace}/")]
-    (plan,) = plans
-    namespace, name = plan["gang"].split("/", 1)
-    with urllib.request.urlopen(f"{cluster.url}/debug/plans/{namespace}/{name}", context=context,
-                                timeout=5) as answer:
-        return {s["slot"]: s["node"] for s in json.load(answer)["slots"]}
+    (plan,) = [p for p in cluster.debug("plans")["plans"] if p["gang"].startswith(f"{gang_namespace}/")]
+    return {s["slot"]: s["node"] for s in cluster.debug(f"plans/{plan['gang']}")["slots"]}
 
 
 THREE_RACKS = {f"{r}{n}": ("zone-a", "block-a", f"rack-{r}") for r in "xyz" for n in range(4)}

@@ -290,9 +290,8 @@ class Placer:
     def _contents(self, group: GroupInfo, level: int, domain: int, then: Then) -> bool:
         if group.is_leaf:
             return self._place_leaf(group, level, domain, then)
-        for below in group.walk():       # targets allotted in another domain of this group are stale here
-            if below is not group:
-                self.targets.pop(below, None)
+        for child in group.children:     # targets allotted in another domain of this group are stale here
+            self.targets.pop(child, None)
         self.targets.update(allot(self.state, group, level, domain))     # segments: all together
         if self._segments_at_once(group, level, domain, then):
             return True
