@@ -1,7 +1,8 @@
 """Reading a cluster description: a file (a `kubectl get -o yaml` dump) or the built-in demo."""
 from __future__ import annotations
 
-from topology.cluster import Cluster
+from grouper import lws_gang
+from topology.cluster import Cluster, pod_key
 from topology.demo import demo_objects
 from topology.objects import ClusterObjects
 
@@ -24,8 +25,14 @@ def load_objects(path: str | None) -> ClusterObjects:
 
 
 def load_cluster(path: str | None) -> Cluster:
+    """The cluster of the file, its running pods of LeaderWorkerSet groups kept apart from exclusive gangs."""
     objects = load_objects(path)
     try:
-        return Cluster.from_objects(objects)
+        cluster = Cluster.from_objects(objects)
     except (ValueError, KeyError) as err:
         raise ClusterFileError(f"cluster file {path or '(demo)'}: {one_line(err)}") from err
+    for pod in objects.pods:
+        gang = lws_gang(pod)
+        if gang is not None and pod_key(pod) in cluster.pods:
+            cluster.apart[pod_key(pod)] = gang
+    return cluster

@@ -118,26 +118,17 @@ def test_snapshot_is_a_private_copy():
     assert free(c, "n1") == 8 and int(snapshot[1, c.resources.column[GPU]]) == 8
 
 
-def test_rebuilt_carries_pods_and_reservations_by_node_name():
+def test_apart_nodes_are_those_of_other_gangs_pods_kept_apart():
     c = cluster()
-    c.add_pod(pod("a", "n2", gpus=2))
-    c.add_pod(pod("b", "n3", gpus=1))
-    c.reserve("r", c.node_index["n2"], c.resources.vector({GPU: 3}))
-    fresh = c.rebuilt(nodes=[node_info("n0"), node_info("n2", rack="r9"), node_info("n3", gpus=4)])
-    assert fresh.node_names == ["n0", "n2", "n3"]
-    assert free(fresh, "n2") == 3 and free(fresh, "n3") == 3 and free(fresh, "n0") == 8
-    assert set(fresh.pods) == {"ml/a", "ml/b"} and set(fresh.reservations) == {"r"}
-    assert fresh.topology("racks").node_path(fresh.node_index["n2"]) == ["r9"]
-    gone = c.rebuilt(nodes=[node_info("n1")])                 # pods of removed nodes are dropped
-    assert gone.pods == {} and gone.reservations == {}
-    assert free(c, "n2") == 3                                # the original is untouched
-
-
-def test_rebuilt_with_other_topologies():
-    c = cluster()
-    c.add_pod(pod("a", "n1", gpus=2))
-    fresh = c.rebuilt(topology_objects=[])
-    assert fresh.topologies == {} and free(fresh, "n1") == 6
+    c.add_pod(pod("a", "n1", gpus=2))                        # an unrelated pod: not kept apart
+    c.add_pod(pod("b", "n2", gpus=1))
+    c.apart["ml/b"] = "ml/lws-0"
+    c.reserve("r", c.node_index["n3"], c.resources.vector({GPU: 3}), apart="ml/lws-1")
+    assert c.apart_nodes("ml/other").tolist() == [False, True, True]
+    assert c.apart_nodes("ml/lws-1").tolist() == [False, True, False]     # its own reservation does not count
+    c.release("r")
+    c.remove_pod("ml/b")
+    assert c.apart == {} and not c.apart_nodes("ml/other").any()
 
 
 def test_update_node_status_in_place():

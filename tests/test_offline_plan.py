@@ -171,3 +171,4 @@ def test_files_without_workloads_are_bad_input(tmp_path, capsys):
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
     code, _, err = run(capsys, "--workload", write(tmp_path, "cm.yaml", config))
     assert code == 2 and "no workload found" in err
+

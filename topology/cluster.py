@@ -34,7 +34,7 @@ class Usage:
 
 class Cluster:
     """Nodes in a fixed order with their matrices and trees. Pod and reservation changes are
-    incremental; node set or label changes need a new Cluster (see `rebuilt`)."""
+    incremental; node set or label changes need a new Cluster."""
 
     def __init__(self, nodes: Iterable[NodeInfo], topology_objects: Iterable[Mapping] = ()):
         self.nodes: list[NodeInfo] = sorted(nodes, key=lambda n: n.name)
@@ -49,6 +49,9 @@ class Cluster:
         self.topologies, self.topology_errors = build_trees(self.topology_objects, self.nodes)
         self.pods: dict[str, Usage] = {}
         self.reservations: dict[str, Usage] = {}
+        # Pod or reservation key -> its gang, for the pods an exclusive gang must not share a domain with
+        # (other LeaderWorkerSet groups, other exclusive gangs); which pods those are is the caller's call.
+        self.apart: dict[str, str] = {}
         self._base_usable = self._compute_base_usable()
 
     @classmethod
@@ -57,26 +60,6 @@ class Cluster:
         for pod in objects.pods:
             cluster.add_pod(pod)
         return cluster
-
-    def rebuilt(self, nodes: Iterable[NodeInfo] | None = None,
-                topology_objects: Iterable[Mapping] | None = None) -> "Cluster":
-        """A new Cluster with other nodes or topologies, carrying over pods and reservations by node name."""
-        fresh = Cluster(self.nodes if nodes is None else nodes,
-                        self.topology_objects if topology_objects is None else topology_objects)
-        for key, usage in self.pods.items():
-            fresh._carry(fresh.pods, key, self.node_names[usage.node], self.resources.as_dict(usage.request),
-                         fresh.capacity.use)
-        for key, usage in self.reservations.items():
-            fresh._carry(fresh.reservations, key, self.node_names[usage.node],
-                         self.resources.as_dict(usage.request), fresh.capacity.reserve)
-        return fresh
-
-    def _carry(self, table: dict, key: str, node_name: str, amounts: dict, apply) -> None:
-        node = self.node_index.get(node_name)
-        if node is not None:
-            request = self.resources.vector(amounts)
-            table[key] = Usage(node, request)
-            apply(node, request)
 
     # --- pods ------------------------------------------------------------------------------------
     def add_pod(self, pod: Mapping) -> bool:
@@ -97,15 +80,19 @@ class Cluster:
         return True
 
     def remove_pod(self, key: str) -> None:
+        self.apart.pop(key, None)
         usage = self.pods.pop(key, None)
         if usage is not None:
             self.capacity.use(usage.node, usage.request, sign=-1)
 
     # --- reservations held by plans -----------------------------------------------------------------
-    def reserve(self, key: str, node: int, request: np.ndarray) -> None:
+    def reserve(self, key: str, node: int, request: np.ndarray, apart: str | None = None) -> None:
+        """Hold `request` on `node` for `key`; `apart`: the gang, when exclusive gangs keep away from it."""
         self.release(key)
         usage = self.reservations[key] = Usage(node, np.asarray(request, dtype=np.int64))
         self.capacity.reserve(node, usage.request)
+        if apart is not None:
+            self.apart[key] = apart
 
     def reserve_many(self, keys: list[str], nodes: np.ndarray, requests: np.ndarray) -> None:
         """`reserve` for many keys at once (rows of `requests`); one array update for all of them."""
@@ -117,9 +104,19 @@ class Cluster:
         self.capacity.reserve_many(nodes, requests)
 
     def release(self, key: str) -> None:
+        self.apart.pop(key, None)
         usage = self.reservations.pop(key, None)
         if usage is not None:
             self.capacity.reserve(usage.node, usage.request, sign=-1)
+
+    def apart_nodes(self, gang: str) -> np.ndarray:
+        """Nodes running or holding pods that an exclusive group of `gang` must not share a domain with."""
+        nodes = np.zeros(len(self.nodes), dtype=bool)
+        for key, owner in self.apart.items():
+            usage = self.pods.get(key) or self.reservations.get(key)
+            if owner != gang and usage is not None:
+                nodes[usage.node] = True
+        return nodes
 
     # --- nodes ----------------------------------------------------------------------------------
     def update_node_status(self, node: NodeInfo) -> bool:

@@ -1,9 +1,7 @@
-"""Who takes a domain from an exclusive gang (LWS exclusive-topology / subgroup-exclusive-topology).
-
-Upstream LWS enforces exclusivity with required pod anti-affinity on `leaderworkerset.sigs.k8s.io/group-key`
-(Exists, NotIn its own key): only pods of another LWS group repel it. We read it the same way and extend it
-to our own exclusive gangs: a node counts as occupied when it runs (or holds a reservation for) a pod of
-another LWS group or of another gang with an exclusive group. DaemonSet pods and unrelated pods do not.
+"""Who takes a domain from an exclusive gang (LWS exclusive-topology / subgroup-exclusive-topology), in
+the service: a node counts as occupied when it runs (or holds a reservation for) a pod of another LWS group
+or of another gang with an exclusive group (the rule is grouper/exclusive.py's, shared with the offline
+tools). DaemonSet pods and unrelated pods do not.
 """
 from __future__ import annotations
 
@@ -11,17 +9,10 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from grouper import names
+from grouper import keeps_apart, lws_gang, names
 from topology.groups import GroupTree
 
 from ..state import ServiceState
-
-LWS_KIND = "LeaderWorkerSet"
-
-
-def keeps_apart(tree: GroupTree | None) -> bool:
-    """A gang whose pods an exclusive gang must not share a domain with."""
-    return tree is not None and (tree.kind == LWS_KIND or any(g.exclusive for g in tree.groups()))
 
 
 def _not_own(pod: Mapping | None, tree: GroupTree) -> bool:
@@ -31,8 +22,7 @@ def _not_own(pod: Mapping | None, tree: GroupTree) -> bool:
 
 
 def _other_gang_pod(pod: Mapping | None, tree: GroupTree) -> bool:
-    labels = ((pod or {}).get("metadata") or {}).get("labels") or {}
-    return _not_own(pod, tree) and names.LWS_GROUP_KEY in labels
+    return _not_own(pod, tree) and lws_gang(pod or {}) is not None
 
 
 def occupied_count(state: ServiceState, tree: GroupTree,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
+from grouper import keeps_apart
 from topology.cluster import Cluster, pod_key
 from topology.groups import Slot
 from topology.plan import Plan
@@ -29,6 +30,8 @@ def plan_gangs(cluster: Cluster, gangs: Sequence[FileGang], strategy: str = "bin
         for pod in gang.bound_pods:          # running pods of the gang hold capacity (once)
             if pod_key(pod) not in cluster.pods:
                 cluster.add_pod(pod)
+            if keeps_apart(gang.tree) and pod_key(pod) in cluster.pods:
+                cluster.apart[pod_key(pod)] = gang.tree.key
         try:
             plan = plan_for(cluster, gang.tree, strategy=gang.tree.strategy or strategy, bound=bound or None,
                             occupied_nodes=occupied_nodes(cluster, gang.tree))
@@ -52,9 +55,10 @@ def _bound_indexes(cluster: Cluster, gang: FileGang) -> dict[Slot, int]:
 
 def _hold(cluster: Cluster, number: int, gang: FileGang, plan: Plan) -> None:
     needs = role_needs(cluster, gang.tree)
+    apart = gang.tree.key if keeps_apart(gang.tree) else None
     for slot, node in plan.slots.items():
         if slot not in gang.bound:
-            cluster.reserve(f"plan/{number}/{gang.tree.key}/{slot}", node, needs[slot.role].request)
+            cluster.reserve(f"plan/{number}/{gang.tree.key}/{slot}", node, needs[slot.role].request, apart)
 
 
 def _display_topology(cluster: Cluster, gang: FileGang):

@@ -133,11 +133,11 @@ def occupied_view(cluster: Cluster, gangs: Sequence[tuple[GroupTree, dict[str, R
 
 
 def occupied_nodes(cluster: Cluster, tree: GroupTree) -> np.ndarray | None:
-    """Nodes running pods or holding reservations (for exclusive groups), None when nothing is exclusive."""
+    """For a gang with an exclusive group, the nodes running or holding pods of other LWS groups and other
+    exclusive gangs (grouper/exclusive.py, as the service reads it); None when nothing is exclusive."""
     if not any(group.exclusive for group in tree.groups()):
         return None
-    pods = cluster.resources.column["pods"]
-    return (cluster.capacity.used[:, pods] + cluster.capacity.reserved[:, pods]) > 0
+    return cluster.apart_nodes(tree.key)
 
 
 # --- a shared gang loop for the comparison policies ----------------------------------------------------

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from grouper import keeps_apart
 from topology.cluster import Cluster
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan
@@ -211,8 +212,9 @@ class Simulation:
         return measure(tree, job.plans[0].slots, topology)
 
     def _reserve(self, job: SimJob, tree: GroupTree, needs: dict[str, RoleNeeds], plan: Plan) -> None:
+        apart = tree.key if keeps_apart(tree) else None
         for slot, node in plan.slots.items():
-            self.cluster.reserve(_pod_key(job, tree, slot), node, needs[slot.role].request)
+            self.cluster.reserve(_pod_key(job, tree, slot), node, needs[slot.role].request, apart)
 
     def _release(self, job: SimJob, plans: Sequence[tuple[GroupTree, Plan]]) -> None:
         for tree, plan in plans:
