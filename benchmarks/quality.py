@@ -28,7 +28,7 @@ import yaml
 
 from synth import GPU, synth_cluster_objects
 
-from app.offline.metrics import measure
+from app.offline.metrics import measure, utilization
 from app.offline.output import comparison_table
 from app.offline.policies import POLICIES, get_policy
 from app.offline.simulate import Simulation, SimulationResult
@@ -206,7 +206,7 @@ def paired_locality(results: dict[str, SimulationResult], a: str, b: str) -> lis
                             f"{sum(y[i] for _, y in pairs) / len(pairs):.2f}" for i, level in enumerate(levels))
         lines.append(f"trace runs, per {what} ({len(pairs)} {what}s of the {len(common)} multi-pod jobs both "
                      f"placed), {a} vs {b}: {figures}")
-    return lines + paired_waits(results, a, b)
+    return lines + paired_waits(results, a, b) + same_horizon(results, a, b)
 
 
 def paired_waits(results: dict[str, SimulationResult], a: str, b: str) -> list[str]:
@@ -224,6 +224,26 @@ def paired_waits(results: dict[str, SimulationResult], a: str, b: str) -> list[s
             f"{sum(left[k] for k in common) / len(common) / 60:.1f} min vs {b} "
             f"{sum(right[k] for k in common) / len(common) / 60:.1f} min; placed by only one: "
             + ", ".join(f"{name} {len(keys)}" for name, keys in only.items())]
+
+
+def same_horizon(results: dict[str, SimulationResult], a: str, b: str) -> list[str]:
+    """Both runs measured up to the same end, the later of their last completions: a job never placed
+    waits until then, and utilization is the GPU time used over that same span. Each run's own figures
+    reward giving up: a job never placed leaves its wait out, and the run ends (and its utilization is
+    measured) before the hard jobs the other run still places."""
+    horizon = max(result.timeline[-1][0] for result in (results[a], results[b]) if result.timeline)
+
+    def mean_wait(result: SimulationResult) -> float:
+        waits = [(job.placed if job.placed is not None else horizon) - job.entry.at
+                 for job in result.jobs if not job.invalid]
+        return sum(waits) / len(waits) / 60
+
+    def used(result: SimulationResult) -> float:
+        return 100 * utilization(result.timeline, 0.0, horizon, result.total_gpus)
+
+    return [f"same horizon ({horizon / 3600:.1f} h; a job never placed waits until then): mean wait {a} "
+            f"{mean_wait(results[a]):.1f} min vs {b} {mean_wait(results[b]):.1f} min; GPU utilization {a} "
+            f"{used(results[a]):.0f}% vs {b} {used(results[b]):.0f}%"]
 
 
 class SideBySide:
