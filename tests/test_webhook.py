@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from app.settings import Settings
 from grouper import expand_pods
+from topology.cluster import Cluster
 from webhook_helpers import (
     PAYLOADS, Clock, StandInSettings, env_of, make_app, operations, owners, patched, payload, post, review_of,
     watched_kind,
@@ -703,7 +704,7 @@ def test_new_topologies_are_used_at_once():
     app, state = make_app([tfjob])
     client = TestClient(app)
     admit_ok(client, payload("tfjob-worker-5"))
-    state.cluster = state.cluster.rebuilt(topology_objects=[])          # every Topology deleted
+    state.cluster = Cluster(state.cluster.nodes)                        # every Topology deleted
     message = deny(client, payload("tfjob-worker-5"))["status"]["message"]
     assert "kai.scheduler/topology='default'" in message and "none defined" in message
 
