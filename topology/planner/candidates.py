@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .demand import GroupInfo
-from .joint import joint_fit
+from .joint import fits, joint_fit
 from .layout import ROOT, Layout
 from .segments import holds_segments, segment_room, units_needed
 from .state import State
@@ -162,11 +162,14 @@ def elastic_want(group: GroupInfo) -> dict[str, int]:
 
 
 def holds_elastic(state: State, group: GroupInfo, level: int, domains: np.ndarray) -> np.ndarray:
-    """Which domains have room for every pod of the subtree, its elastic pods included."""
-    room = np.ones(len(domains), dtype=bool)
-    for role, want in elastic_want(group).items():
-        room &= state.count(role, level, domains) >= want
-    return room
+    """Which domains have room for every pod of the subtree, its elastic pods included (all roles at
+    once, as far as joint.py can tell; alike roles, such as a master and its workers asking the same
+    of the same nodes, are one role, counted at once)."""
+    want: dict[str, int] = {}
+    for role, pods in elastic_want(group).items():
+        twin = state.twin.get(role, role)
+        want[twin] = want.get(twin, 0) + pods
+    return fits(state, want, sum(want.values()), want, level, domains)
 
 
 def has_elastic(group: GroupInfo) -> bool:

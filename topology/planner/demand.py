@@ -70,6 +70,11 @@ class GroupInfo:
     def is_leaf(self) -> bool:
         return not self.children
 
+    @property
+    def own_level(self) -> int | None:
+        """The level at which the group asks for one domain: preferred, else required."""
+        return self.preferred if self.preferred is not None else self.required
+
     def walk(self):
         yield self
         for child in self.children:

@@ -6,8 +6,11 @@ its children (or, for a leaf, its pods). The search is a backtracking one writte
 `place_group(group, ..., then)` places the group and calls `then` to place everything after it; when
 that fails, the group tries its next candidate. A budget of candidate tries bounds the search: once it is
 spent, no placement that has succeeded is reconsidered (the search becomes greedy), so plan time stays
-predictable. Mandatory pods of the whole tree come first; then elastic pods and extra subgroups, as
-close as possible, never outside a required domain."""
+predictable. Before a group places its children, segments.py and siblings.py allot them the domains
+to try first, chosen for all of them together. Mandatory pods of the whole tree come first (a leaf's
+keep clear of the room its placed siblings' elastic pods will take when they can); then every leaf's
+elastic pods inside its own domain, then the rest and extra subgroups, as close as possible, never
+outside a required domain."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -21,6 +24,7 @@ from .fill import select
 from .joint import Rest, rest_fits, summarize_rests
 from .layout import ROOT
 from .segments import allot
+from .siblings import allot_siblings
 from .state import State
 
 UNLIMITED = 1 << 62
@@ -48,8 +52,12 @@ def preferred_first(levels: list[int], group: GroupInfo) -> list[int]:
 def children_level(group: GroupInfo) -> int:
     """The coarsest level at which the group's children ask for a domain each (preferred, else required);
     -2, above every level, when none does."""
-    return min((child.preferred if child.preferred is not None else child.required for child in group.children
-                if child.preferred is not None or child.required is not None), default=ROOT - 1)
+    return min((child.own_level for child in group.children if child.own_level is not None), default=ROOT - 1)
+
+
+def required_ceiling(group: GroupInfo) -> int:
+    """The finest required level of the group and its ancestors: its pods never leave that domain."""
+    return max((g.required for g in group.ancestors() if g.required is not None), default=ROOT)
 
 
 class Placer:
@@ -70,6 +78,7 @@ class Placer:
         self.tried = 0
         self._hidden = NO_SLOTS                           # the node a leaf refill leaves out
         self._rests: dict[int, tuple[list[GroupInfo], list[Rest]]] = {}   # id(order) -> summaries
+        self._elastic_children: dict[GroupInfo, list[GroupInfo]] = {}
 
     @property
     def searching(self) -> bool:
@@ -293,6 +302,7 @@ class Placer:
         for child in group.children:     # targets allotted in another domain of this group are stale here
             self.targets.pop(child, None)
         self.targets.update(allot(self.state, group, level, domain))     # segments: all together
+        self.targets.update(allot_siblings(self.state, group, level, domain, self.spread))   # elastic room
         if self._segments_at_once(group, level, domain, then):
             return True
         for order in self._child_orders(group):
@@ -514,6 +524,62 @@ class Placer:
             self.state.place(role, nodes, np.array([-1 if undo else 1], dtype=np.int64), NO_SLOTS)
 
     def _fill_leaf(self, group: GroupInfo, level: int, domain: int) -> bool:
+        """The leaf's mandatory pods, keeping clear of the room its placed siblings' elastic pods will
+        take in their own domains when that is possible (the tightest nodes are often exactly that)."""
+        mark = self.state.mark()
+        held = self._hold_for_siblings(group, level, domain)
+        if held:
+            placed = self._fill(group, level, domain)
+            for role, nodes, pods in held:
+                self.state.place(role, nodes, -pods, NO_SLOTS)
+            if placed:
+                return True
+            self.state.revert(mark)
+        return self._fill(group, level, domain)
+
+    def _hold_for_siblings(self, group: GroupInfo, level: int,
+                           domain: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """Room held for the elastic pods of the leaf's placed siblings, inside their own domains (those
+        that meet the domain being filled)."""
+        if group.parent is None:
+            return []
+        held = []
+        for sibling in self._elastic_leaves(group.parent):
+            if sibling is group or sibling not in self.where or sibling in self.frozen:
+                continue
+            home, around = self._home(sibling)
+            if not self._meet(level, domain, home, around):
+                continue
+            for role, ids in sibling.optional:
+                waiting = int(np.count_nonzero(self.state.node_of[ids] < 0))
+                if waiting:
+                    nodes, pods = select(self.state, role, home, around, waiting, self.spread, partial=True)
+                    if pods.size:
+                        self.state.place(role, nodes, pods, NO_SLOTS)
+                        held.append((role, nodes, pods))
+        return held
+
+    def _elastic_leaves(self, group: GroupInfo) -> list[GroupInfo]:
+        """The group's children that are leaves with elastic pods (kept: asked at every leaf fill)."""
+        found = self._elastic_children.get(group)
+        if found is None:
+            found = self._elastic_children[group] = [child for child in group.children
+                                                     if child.is_leaf and child.optional]
+        return found
+
+    def _meet(self, level: int, domain: int, other_level: int, other: int) -> bool:
+        """Whether two domains overlap: one lies inside the other."""
+        if level < other_level:
+            level, domain, other_level, other = other_level, other, level, domain
+        return other_level < 0 or int(self.layout.ancestors(level, other_level)[domain]) == other
+
+    def _home(self, leaf: GroupInfo) -> tuple[int, int]:
+        """The leaf's own domain: of the level it asked for, around the domain it was placed in."""
+        level, domain = self.where[leaf]
+        home = self._home_level(leaf, level, required_ceiling(leaf))
+        return home, (int(self.layout.ancestors(level, home)[domain]) if home >= 0 else 0)
+
+    def _fill(self, group: GroupInfo, level: int, domain: int) -> bool:
         for role, ids in group.mandatory:
             chosen = select(self.state, role, level, domain, len(ids), self.spread)
             if chosen is None:
@@ -532,15 +598,19 @@ class Placer:
 
     # --- elastic -------------------------------------------------------------------------------------------
     def place_elastic(self, root: GroupInfo) -> int:
+        """Every placed leaf's elastic pods in its own domain, then the rest one level up at a time and
+        the extra subgroups: a leaf climbing out of its domain does not take a later sibling's room."""
         if root in self.frozen:
             return 0
-        return self._elastic(root, *self.where[root], UNLIMITED)
+        at_home = self._elastic(root, *self.where[root], UNLIMITED, climb=False)
+        return at_home + self._elastic(root, *self.where[root], UNLIMITED)
 
-    def _elastic(self, group: GroupInfo, level: int, domain: int, limit: int) -> int:
+    def _elastic(self, group: GroupInfo, level: int, domain: int, limit: int, climb: bool = True) -> int:
         """Up to `limit` more pods in the subtree: elastic pods of placed leaves, then subgroups beyond
-        minSubGroup, each inside its own domain first and never outside a required one."""
+        minSubGroup, each inside its own domain first and never outside a required one (without
+        `climb`: only placed leaves, only inside their own domain)."""
         if group.is_leaf:
-            return self._extra_pods(group, limit)
+            return self._extra_pods(group, limit, climb=climb)
         placed = 0
         for child in group.children:
             if placed >= limit:
@@ -548,7 +618,9 @@ class Placer:
             if child in self.frozen:
                 continue
             if child in self.where:
-                placed += self._elastic(child, *self.where[child], limit - placed)
+                placed += self._elastic(child, *self.where[child], limit - placed, climb)
+                continue
+            if not climb:
                 continue
             before = self.pods_in(child)
             if self.place_group(child, *self._elastic_scope(group, level, domain)):
@@ -560,12 +632,13 @@ class Placer:
     def _elastic_scope(self, group: GroupInfo, level: int, domain: int) -> tuple[int, int]:
         """Elastic pods may go anywhere inside the nearest required domain (the whole cluster if none);
         the ladder and the sibling order keep them close to the rest."""
-        ceiling = max((g.required for g in group.ancestors() if g.required is not None), default=ROOT)
+        ceiling = required_ceiling(group)
         if ceiling >= level:
             return level, domain
         return ceiling, (int(self.layout.ancestors(level, ceiling)[domain]) if ceiling >= 0 else 0)
 
-    def _extra_pods(self, leaf: GroupInfo, limit: int, pods: list[tuple[str, np.ndarray]] | None = None) -> int:
+    def _extra_pods(self, leaf: GroupInfo, limit: int, pods: list[tuple[str, np.ndarray]] | None = None,
+                    climb: bool = True) -> int:
         node_of = self.state.node_of
         waiting = []
         for role, ids in leaf.optional if pods is None else pods:
@@ -578,8 +651,9 @@ class Placer:
         changes = self._open_for(leaf)
         placed = 0
         level, domain = self.where[leaf]
-        ceiling = max((g.required for g in leaf.ancestors() if g.required is not None), default=ROOT)
-        for step in range(level, ceiling - 1, -1):
+        ceiling = required_ceiling(leaf)
+        top = ceiling if climb else self._home_level(leaf, level, ceiling)
+        for step in range(level, top - 1, -1):
             around = int(self.layout.ancestors(level, step)[domain]) if step >= 0 else 0
             rest = []
             for role, ids in waiting:
@@ -595,6 +669,13 @@ class Placer:
                 break
         self._undo(changes)
         return placed
+
+    @staticmethod
+    def _home_level(leaf: GroupInfo, level: int, ceiling: int) -> int:
+        """The level of the leaf's own domain: the one it asked for (it may have been placed in a finer
+        one), never above its required ceiling."""
+        own = leaf.own_level
+        return level if own is None or own > level else max(own, ceiling)
 
     def _open_for(self, leaf: GroupInfo) -> list[tuple[np.ndarray, bool]]:
         """Show the exclusive domains of the leaf's ancestors, keeping every other group's hidden

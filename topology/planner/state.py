@@ -33,10 +33,12 @@ class State:
         self.counts: dict[str, list[np.ndarray]] = {}               # role -> per level 0..depth
         self.total: dict[str, int] = {}
         alike: dict[tuple, str] = {}         # roles asking the same of the same nodes count alike
+        self.twin: dict[str, str] = {}       # role -> a role whose pods are interchangeable with its own
         for role in self.roles:
             key = (self.request[role].tobytes(), self.allowed[role].tobytes(), role in self.one_per_node,
                    role in self.apart)
             twin = alike.setdefault(key, role)
+            self.twin[role] = role if role in self.one_per_node or role in self.apart else twin
             if twin is role or role in self.apart:
                 self._recount(role)
             else:
