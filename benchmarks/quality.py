@@ -228,9 +228,10 @@ def paired_waits(results: dict[str, SimulationResult], a: str, b: str) -> list[s
 
 def same_horizon(results: dict[str, SimulationResult], a: str, b: str) -> list[str]:
     """Both runs measured up to the same end, the later of their last completions: a job never placed
-    waits until then, and utilization is the GPU time used over that same span. Each run's own figures
-    reward giving up: a job never placed leaves its wait out, and the run ends (and its utilization is
-    measured) before the hard jobs the other run still places."""
+    waits until then, and the GPU time used is counted over that same span (the work done: equal when
+    both runs place the same jobs). Each run's own figures reward giving up: a job never placed leaves
+    its wait out, and the run ends (and its utilization is measured) before the hard jobs the other run
+    still places."""
     horizon = max(result.timeline[-1][0] for result in (results[a], results[b]) if result.timeline)
 
     def mean_wait(result: SimulationResult) -> float:
@@ -242,8 +243,8 @@ def same_horizon(results: dict[str, SimulationResult], a: str, b: str) -> list[s
         return 100 * utilization(result.timeline, 0.0, horizon, result.total_gpus)
 
     return [f"same horizon ({horizon / 3600:.1f} h; a job never placed waits until then): mean wait {a} "
-            f"{mean_wait(results[a]):.1f} min vs {b} {mean_wait(results[b]):.1f} min; GPU utilization {a} "
-            f"{used(results[a]):.0f}% vs {b} {used(results[b]):.0f}%"]
+            f"{mean_wait(results[a]):.1f} min vs {b} {mean_wait(results[b]):.1f} min; GPU time used over that "
+            f"span (equal when both place the same jobs) {a} {used(results[a]):.0f}% vs {b} {used(results[b]):.0f}%"]
 
 
 class SideBySide:
