@@ -135,8 +135,9 @@ def waits(created_at: dict[str, float], bound_at: dict[str, float], gangs: int, 
 
 
 def latency_totals(cluster: E2ECluster) -> dict[str, tuple[float, float]]:
-    """(sum of seconds, count) per extender verb and webhook as the extender measured them, and the webhook
-    as the API server waited for it (apiserver_admission_webhook_admission_duration_seconds)."""
+    """(sum of seconds, count) per extender verb and webhook as the extender measured them, the webhook as
+    the API server waited for it (apiserver_admission_webhook_admission_duration_seconds), and each
+    kube-scheduler's scheduling algorithm and filter plugins."""
     context = ssl.create_default_context(cafile=str(cluster.plane.certs.ca_crt))
     with urllib.request.urlopen(f"{cluster.url}/metrics", context=context, timeout=10) as answer:
         ours = answer.read().decode()
@@ -150,6 +151,18 @@ def latency_totals(cluster: E2ECluster) -> dict[str, tuple[float, float]]:
                     label = re.search(key + r'="([^"]+)"', line)
                     name = ("apiserver-" if key == "type" else "") + (label.group(1) if label else "")
                     totals.setdefault(name, [0.0, 0.0])[index] += float(line.rsplit(" ", 1)[1])
+    for scheduler in (p for p in cluster.plane.processes if p.port is not None):
+        # kube-scheduler's own: its scheduling algorithm (filter plugins, extender calls, scores) and, within
+        # it, the filter plugins; the cycle is serial, so its length bounds the pods scheduled per second
+        text = cluster.plane.scheduler_metrics(scheduler)
+        for prefix, name in (("scheduler_scheduling_algorithm_duration_seconds", "algorithm"),
+                             ("scheduler_framework_extension_point_duration_seconds", "filter plugins")):
+            for line in text.splitlines():
+                for part, index in (("_sum", 0), ("_count", 1)):
+                    if line.startswith(prefix + part) and (name != "filter plugins" or
+                                                           'extension_point="Filter"' in line):
+                        key = f"{scheduler.name} {name}"
+                        totals.setdefault(key, [0.0, 0.0])[index] += float(line.rsplit(" ", 1)[1])
     for line in theirs.splitlines():       # API requests by verb and resource, as counts with no time
         if line.startswith("apiserver_request_total{"):
             labels = dict(re.findall(r'(\w+)="([^"]*)"', line))

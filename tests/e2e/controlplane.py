@@ -100,6 +100,7 @@ class Process:
     name: str
     popen: subprocess.Popen
     log: Path
+    port: int | None = None              # its secure port, for a kube-scheduler
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> None:
         if self.popen.poll() is None:
@@ -226,12 +227,22 @@ class ControlPlane:
             self.binaries["kube-scheduler"], "--config", path, "--bind-address", "127.0.0.1",
             "--secure-port", port, "--authentication-kubeconfig", kubeconfig,
             "--authorization-kubeconfig", kubeconfig], self.folder)
+        scheduler.port = port
         self.processes.append(scheduler)
         context = ssl.create_default_context()
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         wait_until(lambda: urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context,
                                                   timeout=2).status == 200, 60, name, scheduler)
         return scheduler
+
+    def scheduler_metrics(self, scheduler: Process) -> str:
+        """A kube-scheduler's /metrics, read as the admin (its serving certificate is self-signed)."""
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        context.load_cert_chain(str(self.certs.folder / "admin.crt"), str(self.certs.folder / "admin.key"))
+        with urllib.request.urlopen(f"https://127.0.0.1:{scheduler.port}/metrics", context=context,
+                                    timeout=10) as answer:
+            return answer.read().decode()
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
         done = subprocess.run([str(self.binaries["kubectl"]), "--kubeconfig", str(self.admin_kubeconfig), *args],
