@@ -2,6 +2,7 @@
 on a synthetic cluster and an oversubscribed trace of a few hundred mixed jobs.
 
     python benchmarks/quality.py [--jobs 300] [--seed 7] [--no-exclusive]
+    python benchmarks/quality.py --seeds 1-12 [--no-exclusive]     # tas against kueue-bestfit, per seed
 
 Cluster: 2 zones > 4 blocks > 4 racks > 8 nodes of 8 GPUs (256 nodes, 2,048 GPUs, benchmarks/synth.py);
 about one node in ten runs a long-lived pod of 2-6 GPUs, 3 nodes are NotReady and 3 tainted.
@@ -12,7 +13,7 @@ jobs are elastic (minAvailable 50-75%). Arrivals are spread so the offered load 
 
 Writes benchmarks/out/{cluster.yaml, trace.jsonl, result-<policy>.jsonl, utilization.png} and, for the
 published run (default seed and jobs), a copy of the plot to docs/utilization.png; prints the comparison
-table (also as markdown).
+table (also as markdown). With --seeds it writes nothing and prints one row a seed.
 """
 from __future__ import annotations
 
@@ -182,6 +183,20 @@ def without_exclusive(line: str) -> str:
 
 # --- run -------------------------------------------------------------------------------------------------
 
+def benchmark_inputs(seed: int, jobs: int, no_exclusive: bool) -> tuple[list[dict], list[str], str]:
+    """The seed's cluster objects and trace lines, and a line describing them."""
+    rng = random.Random(seed)
+    objects = cluster_objects(rng)
+    probe = Cluster.from_objects(ClusterObjects.from_objects(objects))
+    gpu = probe.resources.column[GPU]
+    usable = [i for i, n in enumerate(probe.nodes) if n.ready and not n.taints and not n.unschedulable]
+    free_gpus = int(probe.free[usable, gpu].sum())
+    lines = trace_lines(rng, jobs, free_gpus)
+    if no_exclusive:
+        lines = [without_exclusive(line) for line in lines]
+    return objects, lines, (f"cluster: {len(probe.nodes)} nodes, {len(usable)} schedulable, {free_gpus} free "
+                            f"GPUs; trace: {len(lines)} jobs, offered load {LOAD}x")
+
 def run_policy(objects: list[dict], lines: list[str], policy: str) -> tuple[SimulationResult, float]:
     cluster = Cluster.from_objects(ClusterObjects.from_objects(objects))
     started = time.perf_counter()
@@ -226,24 +241,70 @@ def paired_waits(results: dict[str, SimulationResult], a: str, b: str) -> list[s
             + ", ".join(f"{name} {len(keys)}" for name, keys in only.items())]
 
 
+def seed_range(text: str) -> range:
+    first, _, last = text.partition("-")
+    try:
+        seeds = range(int(first), int(last or first) + 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected FIRST-LAST, e.g. 1-12") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"{text!r}: FIRST must not be above LAST")
+    return seeds
+
+
+def seeds_table(seeds: range, jobs: int, no_exclusive: bool) -> str:
+    """tas against kueue-bestfit on each seed (utilization, mean wait, mean wait to the same end), as markdown."""
+    rows, wins, totals = [], [], {"tas": [0.0, 0.0], "kueue-bestfit": [0.0, 0.0]}
+    for seed in seeds:
+        objects, lines, _ = benchmark_inputs(seed, jobs, no_exclusive)
+        results = {name: run_policy(objects, lines, name)[0] for name in ("tas", "kueue-bestfit")}
+        figures = {name: results[name].summary() for name in results}
+        ends = same_end_waits(results)
+        for name, summary in figures.items():
+            totals[name][0] += summary.gpu_utilization
+            totals[name][1] += summary.mean_wait
+        ours, theirs = figures["tas"], figures["kueue-bestfit"]
+        if ours.gpu_utilization >= theirs.gpu_utilization and ours.mean_wait <= theirs.mean_wait:
+            wins.append(seed)
+        rows.append(f"| {seed} | {100 * ours.gpu_utilization:.0f}% vs {100 * theirs.gpu_utilization:.0f}% | "
+                    f"{ours.mean_wait / 60:.1f} vs {theirs.mean_wait / 60:.1f} min | "
+                    f"{ends['tas'] / 60:.1f} vs {ends['kueue-bestfit'] / 60:.1f} min | "
+                    f"{ours.makespan / 3600:.1f} vs {theirs.makespan / 3600:.1f} h |")
+    count = len(seeds)
+    return "\n".join([
+        "| seed | GPU utilization | mean wait | mean wait, same end | makespan |", "|---|---|---|---|---|", *rows,
+        f"\nover seeds {seeds[0]}-{seeds[-1]}, the mean of each seed's figures: GPU utilization "
+        f"{100 * totals['tas'][0] / count:.1f}% (tas) vs {100 * totals['kueue-bestfit'][0] / count:.1f}% "
+        f"(kueue-bestfit), mean wait {totals['tas'][1] / count / 60:.1f} vs "
+        f"{totals['kueue-bestfit'][1] / count / 60:.1f} min; tas matches or beats kueue-bestfit on both on "
+        f"{len(wins)} of {count} seeds ({', '.join(map(str, wins)) or 'none'})"])
+
+
+def same_end_waits(results: dict[str, SimulationResult]) -> dict[str, float]:
+    """Each run's mean wait in seconds, measured to the later of the runs' last completions: a job never
+    placed waits until then."""
+    horizon = max(result.timeline[-1][0] for result in results.values() if result.timeline)
+    return {name: sum((job.placed if job.placed is not None else horizon) - job.entry.at
+                      for job in result.jobs if not job.invalid) /
+            max(1, sum(not job.invalid for job in result.jobs))
+            for name, result in results.items()}
+
+
 def same_horizon(results: dict[str, SimulationResult], a: str, b: str) -> list[str]:
     """Both runs measured up to the same end, the later of their last completions: a job never placed
     waits until then, and the GPU time used is counted over that same span (the work done: equal when
     both runs place the same jobs). Each run's own figures reward giving up: a job never placed leaves
     its wait out, and the run ends (and its utilization is measured) before the hard jobs the other run
     still places."""
-    horizon = max(result.timeline[-1][0] for result in (results[a], results[b]) if result.timeline)
-
-    def mean_wait(result: SimulationResult) -> float:
-        waits = [(job.placed if job.placed is not None else horizon) - job.entry.at
-                 for job in result.jobs if not job.invalid]
-        return sum(waits) / len(waits) / 60
+    pair = {a: results[a], b: results[b]}
+    horizon = max(result.timeline[-1][0] for result in pair.values() if result.timeline)
+    waits = same_end_waits(pair)
 
     def used(result: SimulationResult) -> float:
         return 100 * utilization(result.timeline, 0.0, horizon, result.total_gpus)
 
     return [f"same horizon ({horizon / 3600:.1f} h; a job never placed waits until then): mean wait {a} "
-            f"{mean_wait(results[a]):.1f} min vs {b} {mean_wait(results[b]):.1f} min; GPU time used over that "
+            f"{waits[a] / 60:.1f} min vs {b} {waits[b] / 60:.1f} min; GPU time used over that "
             f"span (equal when both place the same jobs) {a} {used(results[a]):.0f}% vs {b} {used(results[b]):.0f}%"]
 
 
@@ -323,21 +384,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-exclusive", action="store_true",
                         help="LeaderWorkerSets require a rack instead of an exclusive one (the constraint "
                              "kueue-bestfit does not enforce), so both policies enforce the same ones")
+    parser.add_argument("--seeds", type=seed_range, metavar="FIRST-LAST",
+                        help="only tas against kueue-bestfit on each seed of the range (e.g. 1-12): one row a "
+                             "seed, then the means and the seeds where tas beats kueue-bestfit on both")
     args = parser.parse_args(argv)
-    rng = random.Random(args.seed)
-    objects = cluster_objects(rng)
-    probe = Cluster.from_objects(ClusterObjects.from_objects(objects))
-    gpu = probe.resources.column[GPU]
-    usable = [i for i, n in enumerate(probe.nodes) if n.ready and not n.taints and not n.unschedulable]
-    free_gpus = int(probe.free[usable, gpu].sum())
-    lines = trace_lines(rng, args.jobs, free_gpus)
-    if args.no_exclusive:
-        lines = [without_exclusive(line) for line in lines]
+    if args.seeds:
+        print(seeds_table(args.seeds, args.jobs, args.no_exclusive))
+        return 0
+    objects, lines, summary = benchmark_inputs(args.seed, args.jobs, args.no_exclusive)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "cluster.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}))
     (OUT / "trace.jsonl").write_text("\n".join(lines) + "\n")
-    print(f"cluster: {len(probe.nodes)} nodes, {len(usable)} schedulable, {free_gpus} free GPUs; "
-          f"trace: {len(lines)} jobs, offered load {LOAD}x")
+    print(summary)
 
     results: dict[str, SimulationResult] = {}
     for name in POLICIES:
