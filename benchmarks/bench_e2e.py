@@ -163,6 +163,11 @@ def latency_totals(cluster: E2ECluster) -> dict[str, tuple[float, float]]:
                                                            'extension_point="Filter"' in line):
                         key = f"{scheduler.name} {name}"
                         totals.setdefault(key, [0.0, 0.0])[index] += float(line.rsplit(" ", 1)[1])
+    for line in theirs.splitlines():       # a Binding as the API server served it (the bind verb's write)
+        for part, index in (("_sum", 0), ("_count", 1)):
+            if line.startswith("apiserver_request_duration_seconds" + part + "{") and 'verb="POST"' in line \
+                    and 'resource="pods"' in line and 'subresource="binding"' in line:
+                totals.setdefault("apiserver-binding", [0.0, 0.0])[index] += float(line.rsplit(" ", 1)[1])
     for line in theirs.splitlines():       # API requests by verb and resource, as counts with no time
         if line.startswith("apiserver_request_total{"):
             labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
