@@ -143,31 +143,22 @@ def latency_totals(cluster: E2ECluster) -> dict[str, tuple[float, float]]:
         ours = answer.read().decode()
     theirs = cluster.plane.kubectl("get", "--raw", "/metrics")
     totals: dict[str, list[float]] = {}
-    for text, family, key in ((ours, "tas_extender_request_seconds", "verb"),
-                              (theirs, "apiserver_admission_webhook_admission_duration_seconds", "type")):
-        for line in text.splitlines():
-            for part, index in (("_sum", 0), ("_count", 1)):
-                if line.startswith(family + part + "{"):
-                    label = re.search(key + r'="([^"]+)"', line)
-                    name = ("apiserver-" if key == "type" else "") + (label.group(1) if label else "")
-                    totals.setdefault(name, [0.0, 0.0])[index] += float(line.rsplit(" ", 1)[1])
+    add_histogram(totals, ours, "tas_extender_request_seconds", lambda labels: labels.get("verb", ""))
+    add_histogram(totals, theirs, "apiserver_admission_webhook_admission_duration_seconds",
+                  lambda labels: "apiserver-" + labels.get("type", ""))
+    add_histogram(totals, theirs, "apiserver_request_duration_seconds",   # the bind verb's write, as served
+                  lambda labels: "apiserver-binding" if (labels.get("verb"), labels.get("resource"),
+                                                         labels.get("subresource")) == ("POST", "pods", "binding")
+                  else None)
     for scheduler in (p for p in cluster.plane.processes if p.port is not None):
         # kube-scheduler's own: its scheduling algorithm (filter plugins, extender calls, scores) and, within
         # it, the filter plugins; the cycle is serial, so its length bounds the pods scheduled per second
         text = cluster.plane.scheduler_metrics(scheduler)
-        for prefix, name in (("scheduler_scheduling_algorithm_duration_seconds", "algorithm"),
-                             ("scheduler_framework_extension_point_duration_seconds", "filter plugins")):
-            for line in text.splitlines():
-                for part, index in (("_sum", 0), ("_count", 1)):
-                    if line.startswith(prefix + part) and (name != "filter plugins" or
-                                                           'extension_point="Filter"' in line):
-                        key = f"{scheduler.name} {name}"
-                        totals.setdefault(key, [0.0, 0.0])[index] += float(line.rsplit(" ", 1)[1])
-    for line in theirs.splitlines():       # a Binding as the API server served it (the bind verb's write)
-        for part, index in (("_sum", 0), ("_count", 1)):
-            if line.startswith("apiserver_request_duration_seconds" + part + "{") and 'verb="POST"' in line \
-                    and 'resource="pods"' in line and 'subresource="binding"' in line:
-                totals.setdefault("apiserver-binding", [0.0, 0.0])[index] += float(line.rsplit(" ", 1)[1])
+        add_histogram(totals, text, "scheduler_scheduling_algorithm_duration_seconds",
+                      lambda labels: f"{scheduler.name} algorithm")
+        add_histogram(totals, text, "scheduler_framework_extension_point_duration_seconds",
+                      lambda labels: f"{scheduler.name} filter plugins"
+                      if labels.get("extension_point") == "Filter" else None)
     for line in theirs.splitlines():       # API requests by verb and resource, as counts with no time
         if line.startswith("apiserver_request_total{"):
             labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
@@ -175,6 +166,19 @@ def latency_totals(cluster: E2ECluster) -> dict[str, tuple[float, float]]:
                 ("/" + labels["subresource"] if labels.get("subresource") else "")
             totals.setdefault(name, [0.0, 0.0])[1] += float(line.rsplit(" ", 1)[1])
     return {name: (total, count) for name, (total, count) in totals.items()}
+
+
+def add_histogram(totals: dict[str, list[float]], text: str, family: str, name_of) -> None:
+    """Add the _sum and _count of every series of a Prometheus histogram to totals[name_of(its labels)]
+    (a series whose name_of is None is left out)."""
+    for line in text.splitlines():
+        for part, index in (("_sum", 0), ("_count", 1)):
+            head = family + part
+            if line.startswith(head) and line[len(head):len(head) + 1] in ("{", " "):
+                series, value = line.rsplit(" ", 1)
+                name = name_of(dict(re.findall(r'(\w+)="([^"]*)"', series)))
+                if name is not None:
+                    totals.setdefault(name, [0.0, 0.0])[index] += float(value)
 
 
 def cpu_seconds(cluster: E2ECluster) -> dict[str, float]:

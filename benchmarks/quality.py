@@ -280,10 +280,14 @@ def seeds_table(seeds: range, jobs: int, no_exclusive: bool) -> str:
         f"{len(wins)} of {count} seeds ({', '.join(map(str, wins)) or 'none'})"])
 
 
+def same_end(results: dict[str, SimulationResult]) -> float:
+    """The later of the runs' last completions (seconds)."""
+    return max(result.timeline[-1][0] for result in results.values() if result.timeline)
+
+
 def same_end_waits(results: dict[str, SimulationResult]) -> dict[str, float]:
-    """Each run's mean wait in seconds, measured to the later of the runs' last completions: a job never
-    placed waits until then."""
-    horizon = max(result.timeline[-1][0] for result in results.values() if result.timeline)
+    """Each run's mean wait in seconds, measured to the same end: a job never placed waits until then."""
+    horizon = same_end(results)
     return {name: sum((job.placed if job.placed is not None else horizon) - job.entry.at
                       for job in result.jobs if not job.invalid) /
             max(1, sum(not job.invalid for job in result.jobs))
@@ -297,8 +301,7 @@ def same_horizon(results: dict[str, SimulationResult], a: str, b: str) -> list[s
     its wait out, and the run ends (and its utilization is measured) before the hard jobs the other run
     still places."""
     pair = {a: results[a], b: results[b]}
-    horizon = max(result.timeline[-1][0] for result in pair.values() if result.timeline)
-    waits = same_end_waits(pair)
+    horizon, waits = same_end(pair), same_end_waits(pair)
 
     def used(result: SimulationResult) -> float:
         return 100 * utilization(result.timeline, 0.0, horizon, result.total_gpus)
