@@ -107,14 +107,23 @@ class BindingWatch:
         self._thread.start()
 
     def _run(self, cluster: E2ECluster, namespace: str, version: str) -> None:
-        for event in self._watch.stream(cluster.core.list_namespaced_pod, namespace, resource_version=version,
-                                        timeout_seconds=900):
-            pod = event["object"]
-            if pod.spec.node_name and pod.metadata.name not in self.bound_at:
-                self.bound_at[pod.metadata.name] = time.monotonic()
-                if len(self.bound_at) >= self.expected:
-                    self.done.set()
-                    self._watch.stop()
+        while not self.done.is_set():
+            try:
+                for event in self._watch.stream(cluster.core.list_namespaced_pod, namespace,
+                                                resource_version=version, timeout_seconds=900):
+                    self._seen(event["object"])
+            except Exception:  # noqa: BLE001 - a dropped or expired watch: list what it missed, watch again
+                pods = cluster.core.list_namespaced_pod(namespace)
+                for pod in pods.items:
+                    self._seen(pod)
+                version = pods.metadata.resource_version
+
+    def _seen(self, pod) -> None:
+        if pod.spec.node_name and pod.metadata.name not in self.bound_at:
+            self.bound_at[pod.metadata.name] = time.monotonic()
+            if len(self.bound_at) >= self.expected:
+                self.done.set()
+                self._watch.stop()
 
     def wait(self, timeout: float) -> dict[str, float]:
         if not self.done.wait(timeout):
