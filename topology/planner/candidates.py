@@ -7,6 +7,7 @@ import numpy as np
 from .demand import GroupInfo
 from .joint import fits, joint_fit
 from .layout import ROOT, Layout
+from .fewest import domains_needed
 from .segments import holds_segments, segment_room, units_needed
 from .state import State
 
@@ -125,8 +126,9 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
             keys.append(-room_above if spread else room_above)
     keys.append(leftover)
     if room is not None:
-        # segments: the domain that holds them in the fewest segment-level domains before a tighter one
-        keys.append(units_needed(state, shape, level, domains, shape.count))
+        # segments: the domain that holds them in the fewest domains below it, the coarsest level first
+        # (exactly when the trees are small, else the fewest segment-level domains), before a tighter one
+        keys.extend(reversed(segment_domains_needed(state, shape, level, domains)))
     if near is not None and level >= 0 and primary is not None:
         # siblings stay together: fewer domains used at every level beats a tighter fit
         shared = np.zeros(len(domains), dtype=np.int64)
@@ -142,6 +144,14 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
         keys.append((~on_target(layout, level, domains, target)).astype(np.int64))
     order = np.lexsort(keys)
     return domains[order]
+
+
+def segment_domains_needed(state: State, shape, level: int, domains: np.ndarray) -> list[np.ndarray]:
+    """Per domain, the domains its segments use at each level below it (coarsest first), as
+    fewest.domains_needed finds them; beyond its budget, the segment-level domains alone."""
+    per_unit = state.counts[shape.role][shape.level] // shape.size
+    exact = domains_needed(state.layout, shape.level, per_unit, level, domains, shape.count)
+    return exact if exact is not None else [units_needed(state, shape, level, domains, shape.count)]
 
 
 def on_target(layout: Layout, level: int, domains: np.ndarray, target: tuple[int, int]) -> np.ndarray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .demand import GroupInfo, SegmentShape
+from .fewest import fewest_domains
 from .layout import ROOT
 from .state import State
 
@@ -70,7 +71,26 @@ def _split(state: State, shape: SegmentShape, per_unit: np.ndarray, level: int, 
            count: int) -> list[int] | None:
     """`count` segment domains inside (level, domain): level by level top-down, the fewest domains
     that hold them all among those chosen one level up (pooled, so a domain of the level above is
-    not filled for its own sake when two others hold the rest in fewer domains below)."""
+    not filled for its own sake when two others hold the rest in fewer domains below). When that uses
+    more domains at some level than the exact allotment of `fewest.py` (small trees only; it also weighs
+    how each level's share is split between its domains), the exact one."""
+    greedy = _best_fit_split(state, shape, per_unit, level, domain, count)
+    exact = fewest_domains(state.layout, shape.level, per_unit, level, domain, count)
+    if exact is None or greedy is not None and \
+            _spans(state, shape.level, level, greedy) <= _spans(state, shape.level, level, exact):
+        return greedy
+    return exact
+
+
+def _spans(state: State, unit_level: int, level: int, targets: list[int]) -> tuple[int, ...]:
+    """Domains used at each level below `level` by segments in these segment-level domains."""
+    units = np.array(targets, dtype=np.int64)
+    return tuple(len(np.unique(state.layout.ancestors(unit_level, below)[units]))
+                 for below in range(level + 1, unit_level + 1))
+
+
+def _best_fit_split(state: State, shape: SegmentShape, per_unit: np.ndarray, level: int, domain: int,
+                    count: int) -> list[int] | None:
     layout = state.layout
     chosen = np.array([domain], dtype=np.int64)
     for below in range(level + 1, shape.level + 1):
