@@ -124,6 +124,16 @@ def _check(inp: PlanInput) -> None:
 
 
 def _plan(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
+    """The plan; when siblings were allotted by exact packing, the plan without it if that places more
+    pods in all (a domain packed for the most pods at home can leave fewer room elsewhere)."""
+    plan = _plan_once(inp, scope, exact=True)
+    if not plan.details.get("packed"):
+        return plan
+    greedy = _plan_once(inp, scope, exact=False)
+    return plan if plan.placed and len(plan.slots) >= len(greedy.slots) else greedy
+
+
+def _plan_once(inp: PlanInput, scope: tuple[int, int] | None, exact: bool) -> Plan:
     _check(inp)
     layout = layout_for(inp.topology, len(inp.node_names))
     usable = {role: (np.zeros(len(inp.node_names), dtype=bool) if role in inp.unplaceable
@@ -137,7 +147,7 @@ def _plan(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
     excluded_base = dict(inp.excluded)
     groups = sum(1 for _ in root.walk())
     placer = Placer(state, inp.occupied, spread, _budget(inp, groups, len(table.slots)),
-                    Explainer(inp.resources, inp.occupied, inp.allocatable) if inp.explain else None)
+                    Explainer(inp.resources, inp.occupied, inp.allocatable) if inp.explain else None, exact)
     _deep_enough(groups)
     scope_level, scope_domain = scope or (ROOT, 0)
     mandatory = root.need_total
@@ -158,7 +168,7 @@ def _plan(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
                      spans),
         details={"mandatory": mandatory, "elastic": elastic, "bound": len(table.bound),
                  "candidates_tried": placer.tried, "search_exhausted": not placer.searching,
-                 "strategy": "spread" if spread else "binpack"},
+                 "strategy": "spread" if spread else "binpack", "packed": placer.packed},
     )
     if unplaced:
         plan.reason = _left_out_reason(unplaced)
@@ -169,7 +179,7 @@ def _refusal(inp: PlanInput, placer: Placer, root: GroupInfo, excluded: dict[str
     parts = [f"role {role}: {why}" for role, why in sorted(inp.unplaceable.items()) if role in root.need]
     failure = placer.failures.get(root, "the gang does not fit")
     details = {"mandatory": root.need_total, "candidates_tried": placer.tried,
-               "search_exhausted": not placer.searching,
+               "search_exhausted": not placer.searching, "packed": placer.packed,
                "never_fits": bool(parts) or failure.startswith(NEVER_FITS)}
     if not inp.explain:
         return Plan(placed=False, reason="; ".join(parts + ["does not fit"]), details=details)

@@ -23,6 +23,7 @@ from .demand import GroupInfo
 from .fill import select
 from .joint import Rest, rest_fits, summarize_rests
 from .layout import ROOT
+from .packing import fill_packed, repack
 from .segments import allot
 from .siblings import allot_siblings
 from .state import State
@@ -61,7 +62,8 @@ def required_ceiling(group: GroupInfo) -> int:
 
 
 class Placer:
-    def __init__(self, state: State, occupied: list[np.ndarray] | None, spread: bool, budget: int, explainer=None):
+    def __init__(self, state: State, occupied: list[np.ndarray] | None, spread: bool, budget: int, explainer=None,
+                 exact: bool = True):
         self.state = state
         self.layout = state.layout
         self.occupied = occupied
@@ -75,6 +77,9 @@ class Placer:
         self.failures: dict[GroupInfo, str] = {}
         self.targets: dict[GroupInfo, tuple[int, int]] = {}  # segment -> the domain allotted to it
         self.explainer = explainer
+        self.exact = exact                                # siblings may be allotted by exact packing
+        self.packed = False                               # some were
+        self.pack_targets: dict[GroupInfo, tuple[int, int]] = {}   # leaf -> the domain packing allotted it
         self.tried = 0
         self._hidden = NO_SLOTS                           # the node a leaf refill leaves out
         self._rests: dict[int, tuple[list[GroupInfo], list[Rest]]] = {}   # id(order) -> summaries
@@ -301,8 +306,13 @@ class Placer:
             return self._place_leaf(group, level, domain, then)
         for child in group.children:     # targets allotted in another domain of this group are stale here
             self.targets.pop(child, None)
+            self.pack_targets.pop(child, None)
         self.targets.update(allot(self.state, group, level, domain))     # segments: all together
-        self.targets.update(allot_siblings(self.state, group, level, domain, self.spread))   # elastic room
+        allotted, packed = allot_siblings(self.state, group, level, domain, self.spread, self.exact)
+        self.targets.update(allotted)        # elastic room
+        if packed:
+            self.packed = True
+            self.pack_targets.update(allotted)
         if self._segments_at_once(group, level, domain, then):
             return True
         for order in self._child_orders(group):
@@ -525,8 +535,13 @@ class Placer:
 
     def _fill_leaf(self, group: GroupInfo, level: int, domain: int) -> bool:
         """The leaf's mandatory pods, keeping clear of the room its placed siblings' elastic pods will
-        take in their own domains when that is possible (the tightest nodes are often exactly that)."""
+        take in their own domains when that is possible (the tightest nodes are often exactly that);
+        in the domain exact packing allotted it, where that packing puts them."""
         mark = self.state.mark()
+        if self.pack_targets.get(group) == (level, domain):
+            shared = [leaf for leaf, target in self.pack_targets.items() if target == (level, domain)]
+            if fill_packed(self.state, group, level, domain, shared):
+                return True
         held = self._hold_for_siblings(group, level, domain)
         if held:
             placed = self._fill(group, level, domain)
@@ -603,7 +618,51 @@ class Placer:
         if root in self.frozen:
             return 0
         at_home = self._elastic(root, *self.where[root], UNLIMITED, climb=False)
-        return at_home + self._elastic(root, *self.where[root], UNLIMITED)
+        crowded = self._crowded_homes(root)
+        if not crowded:
+            return at_home + self._elastic(root, *self.where[root], UNLIMITED)
+        return at_home + self._repacked(root, crowded)
+
+    def _repacked(self, root: GroupInfo, crowded: dict[tuple[int, int], list[GroupInfo]]) -> int:
+        """The rest of the elastic pods after packing the crowded home domains exactly (packing.py),
+        unless that places fewer pods in all than the greedy fill: then as before."""
+        mark, saved = self.state.mark(), self._bookkeeping()
+        self._elastic(root, *self.where[root], UNLIMITED)
+        greedy = self.state.placed_count
+        self.state.revert(mark)
+        self._restore(saved)
+        gained = sum(repack(self.state, leaves, level, domain) for (level, domain), leaves in crowded.items())
+        if gained:
+            placed = gained + self._elastic(root, *self.where[root], UNLIMITED)
+            if self.state.placed_count >= greedy:
+                return placed
+            self.state.revert(mark)
+            self._restore(saved)
+        return self._elastic(root, *self.where[root], UNLIMITED)
+
+    def _crowded_homes(self, root: GroupInfo) -> dict[tuple[int, int], list[GroupInfo]]:
+        """Placed leaves (no running pods) by their own domain, for the domains where some of them
+        still wait with elastic pods; only under binpack and without exclusive domains."""
+        if self.spread or self.claims or self.held:
+            return {}
+        homes: dict[tuple[int, int], list[GroupInfo]] = {}
+        for leaf in root.walk():
+            if leaf.is_leaf and leaf in self.where and leaf not in self.frozen and not leaf.bound:
+                homes.setdefault(self._home(leaf), []).append(leaf)
+        node_of = self.state.node_of
+        return {home: leaves for home, leaves in homes.items()
+                if any((node_of[ids] < 0).any() for leaf in leaves for _, ids in leaf.optional)}
+
+    def _bookkeeping(self) -> tuple:
+        return (dict(self.where), dict(self.claims), set(self.sealed), set(self.frozen), dict(self.targets),
+                dict(self.pack_targets), self.tried)
+
+    def _restore(self, saved: tuple) -> None:
+        where, claims, sealed, frozen, targets, pack_targets, self.tried = saved
+        for mine, kept in ((self.where, where), (self.claims, claims), (self.sealed, sealed),
+                           (self.frozen, frozen), (self.targets, targets), (self.pack_targets, pack_targets)):
+            mine.clear()
+            mine.update(kept)
 
     def _elastic(self, group: GroupInfo, level: int, domain: int, limit: int, climb: bool = True) -> int:
         """Up to `limit` more pods in the subtree: elastic pods of placed leaves, then subgroups beyond

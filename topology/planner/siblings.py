@@ -11,11 +11,16 @@ counts, holding room in the state and undoing it at once:
    the next sibling sees it (the first allotment found is this greedy one; then a few others);
 2. each allotment found is replayed as the placer will place it (every sibling's mandatory pods in
    tree order, then each one's elastic pods inside its own domain) and the one keeping the most pods
-   in their own sibling's domain wins, the first on ties.
+   in their own sibling's domain wins, the first on ties;
+3. when the siblings are a few leaves whose domains are small, every allotment of them to domains
+   holding their minimums is valued by packing each domain exactly (packing.py), and one keeping more
+   than step 2's wins: the placer then fills each domain as that packing does.
 Each sibling then tries its allotted domain first, as a segment does; the search may still move it,
 so completeness is unchanged."""
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -23,6 +28,7 @@ import numpy as np
 from .candidates import elastic_want, has_elastic, in_scope
 from .demand import GroupInfo
 from .fill import select
+from .packing import TooLarge, most_inside, packable
 from .state import State
 
 NO_SLOTS = np.empty(0, dtype=np.int64)
@@ -31,21 +37,29 @@ ALLOTMENTS = 6           # allotments the search offers for replay, at most
 REPLAYED = 36            # siblings' room held replaying them, at most
 CHOICES = 3              # domains with different room tried per sibling
 FEW = 8                  # alike segments with elastic pods, up to this many, are allotted here
+EXACT = 64               # allotments of leaves to small domains valued by exact packing, at most
 
 Allotment = dict[GroupInfo, tuple[int, int]]
 Count = Callable[[str, int, np.ndarray], np.ndarray]       # pods of a role that fit in domains of a level
 
 
-def allot_siblings(state: State, group: GroupInfo, level: int, domain: int, spread: bool) -> Allotment:
+def allot_siblings(state: State, group: GroupInfo, level: int, domain: int, spread: bool,
+                   exact: bool = True) -> tuple[Allotment, bool]:
     """For each child of the group placed in (level, domain) that asks for a finer domain: the (level,
     domain) to try first. Empty unless there are two or more such children and some have elastic pods;
-    only under binpack (spread takes the emptiest domains, which leaves room anyway)."""
+    only under binpack (spread takes the emptiest domains, which leaves room anyway). With `exact`, a
+    few leaves on small domains may be allotted by exact packing instead (then True comes back too)."""
     siblings = [child for child in group.children if _allottable(child, level)]
     if spread or len(siblings) < 2 or not any(has_elastic(child) for child in siblings) \
             or _alike(group, siblings):
-        return {}
+        return {}, False
     siblings.sort(key=lambda child: -sum(elastic_want(child).values()))   # the most pods first
-    return Rehearsal(state, group, siblings, level, domain).best()
+    rehearsal = Rehearsal(state, group, siblings, level, domain)
+    best = rehearsal.best()
+    if not exact:
+        return best, False
+    packed = rehearsal.packed(best)
+    return (packed, True) if packed is not None else (best, False)
 
 
 def _allottable(child: GroupInfo, level: int) -> bool:
@@ -98,6 +112,53 @@ class Rehearsal:
             if best_kept == self.everything:
                 break
         return best
+
+    def packed(self, rehearsed: Allotment) -> Allotment | None:
+        """When the siblings are few leaves with small domains: the allotment keeping the most pods in
+        their own domains, each domain packed exactly (packing.py), if it keeps more than the rehearsed
+        one; the replay fills greedily and the search holds every sibling's whole demand, which misses
+        allotments where two siblings share a domain better than either takes it alone."""
+        levels = {child.own_level for child in self.siblings}
+        if len(levels) != 1 or not all(child.is_leaf for child in self.siblings):
+            return None
+        options = [self.fitting(child, self.state.count).tolist() for child in self.siblings]
+        if not all(options) or math.prod(map(len, options)) > EXACT:
+            return None
+        level = levels.pop()
+        values: dict[tuple, int | None] = {}
+        try:
+            kept = {targets: self.packed_value(level, targets, values) for targets in itertools.product(*options)}
+        except TooLarge:
+            return None
+        rehearsed_targets = tuple(rehearsed.get(child, (level, -1))[1] for child in self.siblings)
+        floor = kept.get(rehearsed_targets)
+        best = max(kept, key=lambda targets: -1 if kept[targets] is None else kept[targets])
+        if kept[best] is None or (floor is not None and kept[best] <= floor):
+            return None
+        return {child: (level, target) for child, target in zip(self.siblings, best)}
+
+    def packed_value(self, level: int, targets: tuple, values: dict) -> int | None:
+        """Pods kept when each sibling goes to its target, every domain packed exactly; None when some
+        domain does not hold its siblings' minimums. Raises TooLarge beyond the search's reach."""
+        kept = 0
+        for domain in sorted(set(targets)):
+            members = tuple(i for i, target in enumerate(targets) if target == domain)
+            if (domain, members) not in values:
+                values[domain, members] = self.domain_value(level, domain, [self.siblings[i] for i in members])
+            if values[domain, members] is None:
+                return None
+            kept += values[domain, members]
+        return kept
+
+    def domain_value(self, level: int, domain: int, children: list[GroupInfo]) -> int | None:
+        nodes = self.state.layout.inside(level, domain, self.state.layout.depth)
+        roles = sorted({role for child in children for role in self.wants[child]})
+        if not packable(self.state, nodes, roles):
+            raise TooLarge
+        least = [sum(child.need.get(role, 0) for child in children) for role in roles]
+        most = [sum(self.wants[child].get(role, 0) for child in children) for role in roles]
+        found = most_inside(self.state, nodes, roles, least, most)
+        return None if found is None else sum(map(sum, found))
 
     def search(self, position: int, held: int, chosen: Allotment) -> None:
         """Allotments of siblings[position:], `held` pods held in their domains so far."""

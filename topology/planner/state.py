@@ -131,6 +131,14 @@ class State:
             self.node_of[ids] = np.repeat(nodes, pods)
         self._log.append(("place", role, nodes, pods, ids))
 
+    def unplace(self, role: str, ids: np.ndarray) -> None:
+        """Take placed slots of `role` off their nodes (to place them again elsewhere)."""
+        nodes = self.node_of[ids].copy()
+        where, pods = np.unique(nodes, return_counts=True)
+        self._apply(role, where, pods, -1)
+        self.node_of[ids] = -1
+        self._log.append(("unplace", role, ids, nodes))
+
     def _apply(self, role: str, nodes: np.ndarray, pods: np.ndarray, sign: int) -> None:
         self.free[nodes] -= sign * pods[:, None] * self.request[role][None, :]
         self.gang[nodes] += sign * pods
@@ -162,6 +170,11 @@ class State:
                 _, role, nodes, pods, ids = entry
                 self.node_of[ids] = -1
                 self._apply(role, nodes, pods, -1)
+            elif entry[0] == "unplace":
+                _, role, ids, nodes = entry
+                where, pods = np.unique(nodes, return_counts=True)
+                self._apply(role, where, pods, 1)
+                self.node_of[ids] = nodes
             else:
                 _, nodes, value = entry
                 self.blocked[nodes] = not value
