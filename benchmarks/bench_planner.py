@@ -1,6 +1,8 @@
 """Planner speed: median time per plan for the issue's two reference gangs, and how it grows with
 nodes and with pods. Run: python benchmarks/bench_planner.py [--quick]; `--oracle N` instead checks N seeded
-random instances against the brute force (the long run of tests/test_planner_complete.py)."""
+random instances against the brute force (the long run of tests/test_planner_complete.py); `--siblings N`
+checks N instances of tests/test_planner_elastic_siblings.py's property (seed 2015) and lists the ones
+keeping fewer pods in their subgroup's rack than the brute force."""
 from __future__ import annotations
 
 import argparse
@@ -148,11 +150,52 @@ def oracle(instances: int) -> int:
     return 0 if not misses and not broken else 1
 
 
+def siblings(instances: int, placed_file: str | None = None, seed: int = 2015) -> int:
+    """The elastic siblings property over more instances than CI runs: the instances whose subgroups keep
+    fewer pods in their own rack than the brute force (and the most any plan placing as many pods keeps),
+    and the pods placed in all; `placed_file` gets each instance's pods placed, to compare versions."""
+    import random
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from test_planner_elastic_siblings import (best_kept, best_kept_placing, kept_in_own_rack, random_shapes,
+                                               subgroups_per_rack)
+    rng = random.Random(seed)
+    checked, short, placed = 0, [], []
+    for index in range(instances):
+        racks, per_rack = rng.randint(2, 3), rng.randint(2, 3)
+        free_gpus = [rng.choice([0, 4, 8, 8, 16]) for _ in range(racks * per_rack)]
+        shapes = random_shapes(rng)
+        strategy = "spread" if rng.random() < 0.15 else "binpack"
+        inp, plan = subgroups_per_rack(per_rack, free_gpus, shapes, strategy)
+        placed.append(len(plan.slots))
+        best = best_kept(per_rack, free_gpus, shapes)
+        if best is None or strategy == "spread":
+            continue
+        checked += 1
+        kept = kept_in_own_rack(inp, plan, per_rack)
+        if kept < best:
+            short.append((index, per_rack, free_gpus, shapes, kept, best,
+                          best_kept_placing(per_rack, free_gpus, shapes, len(plan.slots))))
+    for index, per_rack, free_gpus, shapes, kept, best, as_many in short:
+        print(f"instance {index}: {per_rack} per rack, free {free_gpus}, {shapes}: kept {kept} of {best} "
+              f"({as_many} placing as many pods)")
+    if placed_file:
+        Path(placed_file).write_text("".join(f"{index} {count}\n" for index, count in enumerate(placed)))
+    print(f"{instances} instances, {checked} checked: {len(short)} keep fewer pods in their rack than the best; "
+          f"{sum(placed)} pods placed in all")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer runs")
     parser.add_argument("--oracle", type=int, metavar="N", help="check N random instances against the brute force")
+    parser.add_argument("--siblings", type=int, metavar="N",
+                        help="check N random elastic-siblings instances against the brute force")
+    parser.add_argument("--placed", metavar="FILE", help="with --siblings: write each instance's pods placed")
     args = parser.parse_args(argv)
+    if args.siblings:
+        return siblings(args.siblings, args.placed)
     if args.oracle:
         return oracle(args.oracle)
     runs = 10 if args.quick else 40
