@@ -9,8 +9,8 @@ spent, no placement that has succeeded is reconsidered (the search becomes greed
 predictable. Before a group places its children, segments.py and siblings.py allot them the domains
 to try first, chosen for all of them together. Mandatory pods of the whole tree come first (a leaf's
 keep clear of the room its placed siblings' elastic pods will take when they can); then every leaf's
-elastic pods inside its own domain, then the rest and extra subgroups, as close as possible, never
-outside a required domain."""
+elastic pods inside its own domain (a small domain that leaves some out is packed exactly, packing.py),
+then the rest and extra subgroups, as close as possible, never outside a required domain."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
