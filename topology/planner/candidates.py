@@ -7,7 +7,6 @@ import numpy as np
 from .demand import GroupInfo
 from .joint import fits, joint_fit
 from .layout import ROOT, Layout
-from .fewest import domains_needed
 from .segments import holds_segments, segment_room, units_needed
 from .state import State
 
@@ -147,11 +146,10 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
 
 
 def segment_domains_needed(state: State, shape, level: int, domains: np.ndarray) -> list[np.ndarray]:
-    """Per domain, the domains its segments use at each level below it (coarsest first), as
-    fewest.domains_needed finds them; beyond its budget, the segment-level domains alone."""
-    per_unit = state.counts[shape.role][shape.level] // shape.size
-    exact = domains_needed(state.layout, shape.level, per_unit, level, domains, shape.count)
-    return exact if exact is not None else [units_needed(state, shape, level, domains, shape.count)]
+    """Per domain, the fewest domains its segments need at each level below it, coarsest first (each
+    level on its own: a lower bound, exact at the level just below)."""
+    return [units_needed(state, shape, level, domains, shape.count, below)
+            for below in range(level + 1, shape.level + 1)]
 
 
 def on_target(layout: Layout, level: int, domains: np.ndarray, target: tuple[int, int]) -> np.ndarray:

@@ -27,6 +27,8 @@ def fewest_domains(layout: Layout, unit_level: int, per_unit: np.ndarray, level:
     """The segment-level domains (one entry a segment) for `count` segments inside (level, domain), each
     segment-level domain holding `per_unit` of them; None when they do not fit or the tree is too large
     for the exact search (the caller then takes the greedy allotment)."""
+    if unit_level - level <= 1:           # one level down, the roomiest first is already the fewest
+        return None
     units = _units(layout, unit_level, per_unit, level, np.array([domain]))
     weights = _weights(layout, unit_level, per_unit, level, units, count)
     search = _Search(units, per_unit, weights, layout, unit_level, level, count) if weights else None
@@ -35,25 +37,6 @@ def fewest_domains(layout: Layout, unit_level: int, per_unit: np.ndarray, level:
         return None
     order = np.lexsort([units, -taken])
     return [int(units[i]) for i in order.tolist() for _ in range(int(taken[i]))]
-
-
-def domains_needed(layout: Layout, unit_level: int, per_unit: np.ndarray, level: int, domains: np.ndarray,
-                   count: int) -> list[np.ndarray] | None:
-    """For each of `domains` (of `level`): the fewest domains its `count` segments use at each level
-    below it, down to the segment level (one array a level, coarsest first; a large number where they
-    do not fit). None when the trees are too large for the exact search."""
-    units = _units(layout, unit_level, per_unit, level, domains)
-    weights = _weights(layout, unit_level, per_unit, level, units, count)
-    if weights is None:
-        return None
-    owner = layout.ancestors(unit_level, level)[units]
-    needed = [np.full(len(domains), 1 << 30, dtype=np.int64) for _ in weights]
-    for index, domain in enumerate(domains.tolist()):
-        score = _Search(units[owner == domain], per_unit, weights, layout, unit_level, level, count).best_score()
-        if score is not None:
-            for depth, weight in enumerate(weights):
-                needed[depth][index] = score // weight % (count + 1)
-    return needed
 
 
 def _units(layout: Layout, unit_level: int, per_unit: np.ndarray, level: int, domains: np.ndarray) -> np.ndarray:

@@ -130,11 +130,18 @@ def holds_segments(shape: SegmentShape, room: np.ndarray, spare: np.ndarray) -> 
     return ok
 
 
-def units_needed(state: State, shape: SegmentShape, level: int, domains: np.ndarray, count) -> np.ndarray:
-    """For each domain of `level`: the fewest segment-level domains inside it that hold `count`
-    segments (a large number when it cannot); `count` may also be an array, one count per domain."""
+def units_needed(state: State, shape: SegmentShape, level: int, domains: np.ndarray, count,
+                 below: int | None = None) -> np.ndarray:
+    """For each domain of `level`: the fewest domains of level `below` (default: the segment level)
+    inside it that hold `count` segments (a large number when it cannot); `count` may also be an
+    array, one count per domain. Below the segment level's parent this is a lower bound: it pools the
+    room of each domain of `below` without asking how the levels between split it."""
+    below = shape.level if below is None else below
     per_unit = state.counts[shape.role][shape.level] // shape.size
-    owner = state.layout.ancestors(shape.level, level) if level != ROOT else np.zeros(len(per_unit), np.int64)
+    if below != shape.level:
+        per_unit = np.bincount(state.layout.ancestors(shape.level, below), weights=per_unit,
+                               minlength=state.layout.size(below)).astype(np.int64)
+    owner = state.layout.ancestors(below, level) if level != ROOT else np.zeros(len(per_unit), np.int64)
     order = np.lexsort([-per_unit, owner])
     owner, room = owner[order], per_unit[order]
     total = np.cumsum(room)
