@@ -9,6 +9,7 @@ from .joint import fits, joint_fit
 from .layout import ROOT, Layout
 from .segments import holds_segments, segment_room, units_needed
 from .state import State
+from .together import shared_levels
 
 
 NO_DOMAINS = np.empty(0, dtype=np.int64)
@@ -64,12 +65,14 @@ def in_scope(layout: Layout, level: int, scope_level: int, scope_domain: int) ->
 
 def candidates(state: State, group: GroupInfo, level: int, scope_level: int, scope_domain: int,
                occupied: list[np.ndarray] | None, spread: bool, near: int | None = None,
-               target: tuple[int, int] | None = None) -> np.ndarray:
-    """Every domain that could hold the subtree (see joint.py), best first: nearest to `near` (a node of the previous sibling, so
-    siblings share as many ancestors as possible), then the tightest (binpack) or emptiest (spread)
-    leftover, then the leftover of its parent, grandparent, ... the same way, then tree order (domain
-    names). A segment's `target` (the domain allotted to it with its siblings, see segments.py) comes
-    before all of these; at finer levels only domains inside the target are candidates."""
+               target: tuple[int, int] | None = None, siblings: np.ndarray | None = None) -> np.ndarray:
+    """Every domain that could hold the subtree (see joint.py), best first: inside the finest domain
+    already used by the placed `siblings` (their nodes; the fewest new domains for the gang, see
+    together.py), then the tightest (binpack) or emptiest (spread) leftover, then the leftover of its
+    parent, grandparent, ... the same way, then nearest to `near` (a node of the previous sibling: rank
+    order), then tree order (domain names). A segment's `target` (the domain allotted to it with its
+    siblings, see segments.py) comes before all of these; at finer levels only domains inside the
+    target are candidates."""
     layout = state.layout
     if any(need and state.most(role, level) < need for role, need in group.need.items()):
         return NO_DOMAINS                # no domain of the level holds a role's pods (most of a ladder)
@@ -117,6 +120,9 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
         if spread:
             leftover = -leftover
     keys = [domains]
+    if near is not None and level >= 0 and primary is not None:
+        # rank order, last: of equal fits, the domain sharing the most ancestors with the last sibling
+        keys.append(-shared_levels(layout, level, domains, np.array([near])))
     if primary is not None and level > 0:
         # equal fits: the domain inside the tightest (binpack) or emptiest (spread) parent, then
         # grandparent, ..., so small gangs fill up partly used racks and blocks and keep empty ones whole
@@ -126,14 +132,11 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
     keys.append(leftover)
     if room is not None:
         # segments: the domain that holds them in the fewest domains below it, the coarsest level first
-        # (exactly when the trees are small, else the fewest segment-level domains), before a tighter one
+        # (each level on its own), before a tighter one
         keys.extend(reversed(segment_domains_needed(state, shape, level, domains)))
-    if near is not None and level >= 0 and primary is not None:
-        # siblings stay together: fewer domains used at every level beats a tighter fit
-        shared = np.zeros(len(domains), dtype=np.int64)
-        for above in range(level + 1):
-            shared += layout.ancestors(level, above)[domains] == layout.node_domain[above][near]
-        keys.append(-shared)
+    if siblings is not None and level >= 0 and primary is not None:
+        # siblings stay together: fewer new domains for the gang, at every level, beats a tighter fit
+        keys.append(-shared_levels(layout, level, domains, siblings))
     if primary is not None and not spread:
         # binpack: a domain that also holds the group's own elastic pods before a tighter one
         keys.append((~holds_elastic(state, group, level, domains)).astype(np.int64))

@@ -235,7 +235,12 @@ class Placer:
 
     def _candidates(self, group: GroupInfo, level: int, scope_level: int, scope_domain: int) -> np.ndarray:
         return candidates(self.state, group, level, scope_level, scope_domain, self.occupied, self.spread,
-                          self._near(group), self.targets.get(group))
+                          self._near(group), self.targets.get(group), self._siblings(group))
+
+    def _siblings(self, group: GroupInfo) -> np.ndarray | None:
+        """The nodes of the pods placed so far in the group's parent (its siblings'): the gang's
+        domains the group should stay in."""
+        return None if group.parent is None else self.nodes_of(group.parent)
 
     def _near(self, group: GroupInfo) -> int | None:
         """A node of the sibling placed just before this group (segment i+1 goes next to segment i)."""
