@@ -50,27 +50,26 @@ def test_segments_take_the_host_with_most_segments_first():
     assert used(topology, plan, 3) == 2
 
 
+def domains_per_level(shape: tuple, free: list[int], segments: int, size: int) -> list[int]:
+    """Domains used at each level by a group of `segments` segments of `size` pods, one a host."""
+    topology = grid_topology(shape)
+    inp = plan_input(segmented("w", segments * size, size, "host"), topology, free_matrix(free), ONE_GPU)
+    plan = plan_gang(inp)
+    assert check_plan(inp, plan) == [] and plan.placed
+    return [used(topology, plan, level) for level in range(len(shape))]
+
+
 def test_the_split_between_racks_is_chosen_for_the_fewest_hosts():
     """Block 0 holds four 2-pod segments on one host each (hosts for 1 and 3), block 1 three (hosts for
     1 and 2); five are needed. Level by level, block 0 took all four and block 1's tightest rack the
     fifth: three hosts. Three and two take two hosts (found by hypothesis)."""
-    topology = grid_topology((1, 2, 2, 3))
-    inp = plan_input(segmented("w", 10, 2, "host"), topology,
-                     free_matrix([0, 2, 6, 0, 0, 0, 0, 0, 2, 0, 0, 4]), ONE_GPU)
-    plan = plan_gang(inp)
-    assert check_plan(inp, plan) == [] and plan.placed
-    assert [used(topology, plan, level) for level in range(4)] == [1, 2, 2, 2]
+    assert domains_per_level((1, 2, 2, 3), [0, 2, 6, 0, 0, 0, 0, 0, 2, 0, 0, 4], 5, 2) == [1, 2, 2, 2]
 
 
 def test_the_block_is_chosen_for_the_fewest_racks_its_segments_need():
     """Five 3-pod segments, one a host, fit in either block, each on four hosts; block 0 holds them in
     two racks, block 1 only in three. Ranked by hosts alone, the blocks tied and the tighter won."""
-    topology = grid_topology((1, 2, 3, 2))
-    inp = plan_input(segmented("w", 15, 3, "host"), topology,
-                     free_matrix([6, 4, 2, 1, 5, 5, 5, 3, 4, 0, 6, 0]), ONE_GPU)
-    plan = plan_gang(inp)
-    assert check_plan(inp, plan) == [] and plan.placed
-    assert [used(topology, plan, level) for level in range(4)] == [1, 1, 2, 4]
+    assert domains_per_level((1, 2, 3, 2), [6, 4, 2, 1, 5, 5, 5, 3, 4, 0, 6, 0], 5, 3) == [1, 1, 2, 4]
 
 
 def test_best_fit_takes_the_roomiest_then_the_tightest_for_the_remainder():
