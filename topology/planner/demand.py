@@ -10,7 +10,7 @@ import numpy as np
 
 from ..groups import Group, GroupTree, Slot
 from ..tree import LevelError
-from .layout import Layout
+from .layout import ROOT, Layout
 
 NO_IDS = np.empty(0, dtype=np.int64)
 
@@ -225,3 +225,8 @@ def _segment_shape(children: list[GroupInfo], k: int) -> SegmentShape | None:
     shorter = [s for s in sizes if 0 < s < size]
     short = shorter[0] if k == len(children) and len(shorter) == 1 else 0
     return SegmentShape(role, size, level, count, hard, short)
+
+
+def required_ceiling(group: GroupInfo) -> int:
+    """The finest required level of the group and its ancestors: its pods never leave that domain."""
+    return max((g.required for g in group.ancestors() if g.required is not None), default=ROOT)

@@ -8,9 +8,8 @@ that fails, the group tries its next candidate. A budget of candidate tries boun
 spent, no placement that has succeeded is reconsidered (the search becomes greedy), so plan time stays
 predictable. Before a group places its children, segments.py and siblings.py allot them the domains
 to try first, chosen for all of them together. Mandatory pods of the whole tree come first (a leaf's
-keep clear of the room its placed siblings' elastic pods will take when they can); then every leaf's
-elastic pods inside its own domain (a small domain that leaves some out is packed exactly, packing.py),
-then the rest and extra subgroups, as close as possible, never outside a required domain."""
+fill: leaf.py); then the elastic pods and extra subgroups (elastic.py), as close as possible, never
+outside a required domain. This file holds the search itself: ladders, candidates, claims, children."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -20,17 +19,15 @@ import numpy as np
 
 from .candidates import candidates, has_elastic, holds_elastic
 from .demand import GroupInfo
+from .elastic import ElasticPhase
 from .fill import select
 from .joint import Rest, rest_fits, summarize_rests
 from .layout import ROOT
-from .packing import fill_packed, repack
+from .leaf import LeafFill
 from .segments import allot
 from .siblings import allot_siblings
-from .state import State
+from .state import NO_SLOTS, State
 
-UNLIMITED = 1 << 62
-LEAF_VARIANTS = 6            # refills of a leaf holding back room its first fill used, while searching
-NO_SLOTS = np.empty(0, dtype=np.int64)
 Then = Callable[[], bool]
 
 
@@ -56,12 +53,7 @@ def children_level(group: GroupInfo) -> int:
     return min((child.own_level for child in group.children if child.own_level is not None), default=ROOT - 1)
 
 
-def required_ceiling(group: GroupInfo) -> int:
-    """The finest required level of the group and its ancestors: its pods never leave that domain."""
-    return max((g.required for g in group.ancestors() if g.required is not None), default=ROOT)
-
-
-class Placer:
+class Placer(LeafFill, ElasticPhase):
     def __init__(self, state: State, occupied: list[np.ndarray] | None, spread: bool, budget: int, explainer=None,
                  exact: bool = True):
         self.state = state
@@ -489,269 +481,6 @@ class Placer:
             elif child.done is not None:
                 total += child.done          # satisfied by its running pods alone
         return total
-
-    def _place_leaf(self, group: GroupInfo, level: int, domain: int, then: Then) -> bool:
-        """Fill the leaf's pods into the domain, then `then`. When that fails, refill with one node of
-        the first fill left out, or holding one pod fewer (a later group may need exactly that room),
-        a few times while the search budget lasts."""
-        variants: list[tuple[str, int, bool]] = []
-        for attempt in range(1 + LEAF_VARIANTS):
-            if attempt:
-                if attempt > len(variants) or not self.searching:
-                    return False
-                self.tried += 1
-            mark = self.state.mark()
-            if attempt:
-                role, node, avoid = variants[attempt - 1]
-                self._hold_back(role, node, avoid)
-            placed = self._fill_leaf(group, level, domain)
-            if attempt:
-                self._hold_back(role, node, avoid, undo=True)
-            if placed and then():
-                return True
-            if not attempt and placed and group.mandatory:
-                variants = self._variants(group)
-            self.state.revert(mark)
-            if not placed and not attempt:
-                return False
-        return False
-
-    def _variants(self, group: GroupInfo) -> list[tuple[str, int, bool]]:
-        """(role, node, leave the node out entirely?) for each node the first fill used."""
-        variants = []
-        for role, ids in group.mandatory:
-            nodes, pods = np.unique(self.state.node_of[ids], return_counts=True)
-            for node, count in zip(nodes.tolist(), pods.tolist()):
-                variants.append((role, node, True))
-                if count > 1:
-                    variants.append((role, node, False))
-        return variants
-
-    def _hold_back(self, role: str, node: int, avoid: bool, undo: bool = False) -> None:
-        """Hide the node from the fill, or take the room of one pod of `role` from it (a phantom pod)."""
-        nodes = np.array([node], dtype=np.int64)
-        if avoid:
-            if undo:
-                self.state.block(self._hidden, False)
-            else:
-                self._hidden = self.state.block(nodes)
-        else:
-            self.state.place(role, nodes, np.array([-1 if undo else 1], dtype=np.int64), NO_SLOTS)
-
-    def _fill_leaf(self, group: GroupInfo, level: int, domain: int) -> bool:
-        """The leaf's mandatory pods, keeping clear of the room its placed siblings' elastic pods will
-        take in their own domains when that is possible (the tightest nodes are often exactly that);
-        in the domain exact packing allotted it, where that packing puts them."""
-        mark = self.state.mark()
-        if self.pack_targets.get(group) == (level, domain):
-            shared = [leaf for leaf, target in self.pack_targets.items() if target == (level, domain)]
-            if fill_packed(self.state, group, level, domain, shared):
-                return True
-        held = self._hold_for_siblings(group, level, domain)
-        if held:
-            placed = self._fill(group, level, domain)
-            for role, nodes, pods in held:
-                self.state.place(role, nodes, -pods, NO_SLOTS)
-            if placed:
-                return True
-            self.state.revert(mark)
-        return self._fill(group, level, domain)
-
-    def _hold_for_siblings(self, group: GroupInfo, level: int,
-                           domain: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
-        """Room held for the elastic pods of the leaf's placed siblings, inside their own domains (those
-        that meet the domain being filled)."""
-        if group.parent is None:
-            return []
-        held = []
-        for sibling in self._elastic_leaves(group.parent):
-            if sibling is group or sibling not in self.where or sibling in self.frozen:
-                continue
-            home, around = self._home(sibling)
-            if not self._meet(level, domain, home, around):
-                continue
-            for role, ids in sibling.optional:
-                waiting = int(np.count_nonzero(self.state.node_of[ids] < 0))
-                if waiting:
-                    nodes, pods = select(self.state, role, home, around, waiting, self.spread, partial=True)
-                    if pods.size:
-                        self.state.place(role, nodes, pods, NO_SLOTS)
-                        held.append((role, nodes, pods))
-        return held
-
-    def _elastic_leaves(self, group: GroupInfo) -> list[GroupInfo]:
-        """The group's children that are leaves with elastic pods (kept: asked at every leaf fill)."""
-        found = self._elastic_children.get(group)
-        if found is None:
-            found = self._elastic_children[group] = [child for child in group.children
-                                                     if child.is_leaf and child.optional]
-        return found
-
-    def _meet(self, level: int, domain: int, other_level: int, other: int) -> bool:
-        """Whether two domains overlap: one lies inside the other."""
-        if level < other_level:
-            level, domain, other_level, other = other_level, other, level, domain
-        return other_level < 0 or int(self.layout.ancestors(level, other_level)[domain]) == other
-
-    def _home(self, leaf: GroupInfo) -> tuple[int, int]:
-        """The leaf's own domain: of the level it asked for, around the domain it was placed in."""
-        level, domain = self.where[leaf]
-        home = self._home_level(leaf, level, required_ceiling(leaf))
-        return home, (int(self.layout.ancestors(level, home)[domain]) if home >= 0 else 0)
-
-    def _fill(self, group: GroupInfo, level: int, domain: int) -> bool:
-        for role, ids in group.mandatory:
-            chosen = select(self.state, role, level, domain, len(ids), self.spread)
-            if chosen is None:
-                return False
-            self.state.place(role, chosen[0], chosen[1], ids)
-        return True
-
-    def _forget(self, group: GroupInfo) -> None:
-        """Drop what reverted attempts recorded for the group's descendants."""
-        for below in group.walk():
-            if below is not group:
-                self.where.pop(below, None)
-                self.claims.pop(below, None)
-                self.sealed.discard(below)
-                self.frozen.discard(below)
-
-    # --- elastic -------------------------------------------------------------------------------------------
-    def place_elastic(self, root: GroupInfo) -> int:
-        """Every placed leaf's elastic pods in its own domain, then the rest one level up at a time and
-        the extra subgroups: a leaf climbing out of its domain does not take a later sibling's room."""
-        if root in self.frozen:
-            return 0
-        at_home = self._elastic(root, *self.where[root], UNLIMITED, climb=False)
-        crowded = self._crowded_homes(root)
-        if not crowded:
-            return at_home + self._elastic(root, *self.where[root], UNLIMITED)
-        return at_home + self._repacked(root, crowded)
-
-    def _repacked(self, root: GroupInfo, crowded: dict[tuple[int, int], list[GroupInfo]]) -> int:
-        """The rest of the elastic pods after packing the crowded home domains exactly (packing.py),
-        unless that places fewer pods in all than the greedy fill: then as before."""
-        mark, saved = self.state.mark(), self._bookkeeping()
-        self._elastic(root, *self.where[root], UNLIMITED)
-        greedy = self.state.placed_count
-        self.state.revert(mark)
-        self._restore(saved)
-        gained = sum(repack(self.state, leaves, level, domain) for (level, domain), leaves in crowded.items())
-        if gained:
-            placed = gained + self._elastic(root, *self.where[root], UNLIMITED)
-            if self.state.placed_count >= greedy:
-                return placed
-            self.state.revert(mark)
-            self._restore(saved)
-        return self._elastic(root, *self.where[root], UNLIMITED)
-
-    def _crowded_homes(self, root: GroupInfo) -> dict[tuple[int, int], list[GroupInfo]]:
-        """Placed leaves (no running pods) by their own domain, for the domains where some of them
-        still wait with elastic pods; only under binpack and without exclusive domains."""
-        if self.spread or self.claims or self.held:
-            return {}
-        homes: dict[tuple[int, int], list[GroupInfo]] = {}
-        for leaf in root.walk():
-            if leaf.is_leaf and leaf in self.where and leaf not in self.frozen and not leaf.bound:
-                homes.setdefault(self._home(leaf), []).append(leaf)
-        node_of = self.state.node_of
-        return {home: leaves for home, leaves in homes.items()
-                if any((node_of[ids] < 0).any() for leaf in leaves for _, ids in leaf.optional)}
-
-    def _bookkeeping(self) -> tuple:
-        return (dict(self.where), dict(self.claims), set(self.sealed), set(self.frozen), dict(self.targets),
-                dict(self.pack_targets), self.tried)
-
-    def _restore(self, saved: tuple) -> None:
-        where, claims, sealed, frozen, targets, pack_targets, self.tried = saved
-        for mine, kept in ((self.where, where), (self.claims, claims), (self.sealed, sealed),
-                           (self.frozen, frozen), (self.targets, targets), (self.pack_targets, pack_targets)):
-            mine.clear()
-            mine.update(kept)
-
-    def _elastic(self, group: GroupInfo, level: int, domain: int, limit: int, climb: bool = True) -> int:
-        """Up to `limit` more pods in the subtree: elastic pods of placed leaves, then subgroups beyond
-        minSubGroup, each inside its own domain first and never outside a required one (without
-        `climb`: only placed leaves, only inside their own domain)."""
-        if group.is_leaf:
-            return self._extra_pods(group, limit, climb=climb)
-        placed = 0
-        for child in group.children:
-            if placed >= limit:
-                break
-            if child in self.frozen:
-                continue
-            if child in self.where:
-                placed += self._elastic(child, *self.where[child], limit - placed, climb)
-                continue
-            if not climb:
-                continue
-            before = self.pods_in(child)
-            if self.place_group(child, *self._elastic_scope(group, level, domain)):
-                placed += self.pods_in(child) - before
-                if child not in self.frozen:
-                    placed += self._elastic(child, *self.where[child], limit - placed)
-        return placed
-
-    def _elastic_scope(self, group: GroupInfo, level: int, domain: int) -> tuple[int, int]:
-        """Elastic pods may go anywhere inside the nearest required domain (the whole cluster if none);
-        the ladder and the sibling order keep them close to the rest."""
-        ceiling = required_ceiling(group)
-        if ceiling >= level:
-            return level, domain
-        return ceiling, (int(self.layout.ancestors(level, ceiling)[domain]) if ceiling >= 0 else 0)
-
-    def _extra_pods(self, leaf: GroupInfo, limit: int, pods: list[tuple[str, np.ndarray]] | None = None,
-                    climb: bool = True) -> int:
-        node_of = self.state.node_of
-        waiting = []
-        for role, ids in leaf.optional if pods is None else pods:
-            ids = ids[node_of[ids] < 0][:limit]
-            limit -= ids.size
-            if ids.size:
-                waiting.append((role, ids))
-        if not waiting:
-            return 0
-        changes = self._open_for(leaf)
-        placed = 0
-        level, domain = self.where[leaf]
-        ceiling = required_ceiling(leaf)
-        top = ceiling if climb else self._home_level(leaf, level, ceiling)
-        for step in range(level, top - 1, -1):
-            around = int(self.layout.ancestors(level, step)[domain]) if step >= 0 else 0
-            rest = []
-            for role, ids in waiting:
-                nodes, pods = select(self.state, role, step, around, ids.size, self.spread, partial=True)
-                count = int(pods.sum())
-                if count:
-                    self.state.place(role, nodes, pods, ids[:count])
-                    placed += count
-                if count < ids.size:
-                    rest.append((role, ids[count:]))
-            waiting = rest
-            if not waiting:
-                break
-        self._undo(changes)
-        return placed
-
-    @staticmethod
-    def _home_level(leaf: GroupInfo, level: int, ceiling: int) -> int:
-        """The level of the leaf's own domain: the one it asked for (it may have been placed in a finer
-        one), never above its required ceiling."""
-        own = leaf.own_level
-        return level if own is None or own > level else max(own, ceiling)
-
-    def _open_for(self, leaf: GroupInfo) -> list[tuple[np.ndarray, bool]]:
-        """Show the exclusive domains of the leaf's ancestors, keeping every other group's hidden
-        (they may nest); returns what changed, to undo."""
-        if not self.claims and not self.held:
-            return []
-        mine = [g for g in leaf.ancestors() if g in self.claims or g in self.held]
-        changes = [(self.state.block(self.claims.get(g, self.held.get(g)), False), False) for g in mine]
-        for group, nodes in list(self.claims.items()) + list(self.held.items()):
-            if group not in mine:
-                changes.append((self.state.block(nodes, True), True))
-        return changes
 
     # --- views ---------------------------------------------------------------------------------------------
     def pods_in(self, group: GroupInfo) -> int:

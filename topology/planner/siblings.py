@@ -29,9 +29,8 @@ from .candidates import elastic_want, has_elastic, in_scope
 from .demand import GroupInfo
 from .fill import select
 from .packing import TooLarge, most_inside, packable
-from .state import State
+from .state import NO_SLOTS, State
 
-NO_SLOTS = np.empty(0, dtype=np.int64)
 HOLDS = 24               # siblings' room held during the search, at most (after the first allotment)
 ALLOTMENTS = 6           # allotments the search offers for replay, at most
 REPLAYED = 36            # siblings' room held replaying them, at most

@@ -8,6 +8,7 @@ import numpy as np
 
 from .layout import Layout
 
+NO_SLOTS = np.empty(0, dtype=np.int64)   # no slot ids: room taken or given back by no pod of the gang
 FIT_CAP = 1 << 30          # a role requesting nothing fits "unboundedly"; keep sums exact
 
 
