@@ -1,0 +1,47 @@
+"""Which children hold the pods when no single one does, under binpack: the fewest children that can,
+and of those sets the tightest (the least room in all). Taking the largest children first (Kueue's
+greedy, and ours until 2026-11-25) uses a block's whole free racks when partly used racks would hold the
+pods in as many racks: 14 pods in racks with room for 8, 7 and 7 took the free rack of 8 and one of 7;
+now both racks of 7, and the free rack stays whole for a later gang of segments that needs it.
+Exact over every set while there are few (a domain has a handful of children), else each child in
+turn the tightest that still lets the fewest children hold the rest."""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from itertools import combinations
+
+import numpy as np
+
+MAX_SETS = 512             # exact search over at most this many sets of children
+
+
+@lru_cache(maxsize=256)
+def _sets(children: int, size: int) -> np.ndarray:
+    return np.array(list(combinations(range(children), size)), dtype=np.int64)
+
+
+def tightest_set(room: np.ndarray, need: int, size: int) -> np.ndarray:
+    """Positions in `room` of `size` children holding `need` pods with the least room in all (ties: the
+    first set in tree order); `size` is the fewest that can (the `size` largest hold `need`)."""
+    if size >= room.size:
+        return np.arange(room.size)
+    if math.comb(room.size, size) <= MAX_SETS:
+        sets = _sets(room.size, size)
+        totals = room[sets].sum(axis=1)
+        totals = np.where(totals >= need, totals, np.iinfo(np.int64).max)
+        return sets[int(np.argmin(totals))]
+    picks: list[int] = []
+    free = np.ones(room.size, dtype=bool)
+    left = need
+    for taken in range(size):
+        rest = size - taken - 1                 # children still to pick after this one
+        order = np.flatnonzero(free)[np.argsort(room[free], kind="stable")]
+        for child in order.tolist():
+            others = np.sort(room[free & (np.arange(room.size) != child)])[::-1][:rest].sum() if rest else 0
+            if room[child] + others >= left:
+                picks.append(child)
+                free[child] = False
+                left -= int(room[child])
+                break
+    return np.array(picks, dtype=np.int64)
