@@ -31,6 +31,7 @@ def test_tightest_set_is_the_fewest_children_with_the_least_room():
     assert sorted(tightest_set(np.array([8, 7, 5]), 13, 2).tolist()) == [0, 2]
     assert sorted(tightest_set(np.array([6, 8, 3, 2]), 9, 2).tolist()) == [0, 2]
     assert tightest_set(np.array([4, 4]), 8, 2).tolist() == [0, 1]
+    assert tightest_set(np.array([0, 8, 8, 8, 8]), 16, 2).tolist() == [1, 2]     # alike: the first ones
 
 
 def test_every_set_holds_the_pods_in_the_fewest_children():

@@ -101,17 +101,7 @@ class _Search:
         best = np.zeros(1, dtype=np.int64)
         shares = []
         for child, inner in self._split_members(depth, members):
-            table = self._table(depth + 1, child, inner)
-            size = min(len(best) + len(table) - 1, self.count + 1)
-            merged = np.full(size, _FAR, dtype=np.int64)
-            share = np.zeros(size, dtype=np.int64)
-            for k in range(min(len(table), size)):
-                span = min(len(best), size - k)
-                candidate = best[:span] + table[k]
-                better = candidate < merged[k:k + span]
-                merged[k:k + span][better] = candidate[better]
-                share[k:k + span][better] = k
-            best = np.minimum(merged, _FAR)
+            best, share = _convolve(best, self._table(depth + 1, child, inner), self.count)
             shares.append(share)
         self.choices[(depth, domain)] = shares
         return best
@@ -130,3 +120,14 @@ class _Search:
             part = int(share[wanted])
             wanted -= part
             self._assign(depth + 1, child, inner, part, taken)
+
+
+def _convolve(best: np.ndarray, table: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """merged[j] = min over k of best[j - k] + table[k], for j up to `count`, and the k of each minimum
+    (the smallest on ties), in one array operation."""
+    size = min(len(best) + len(table) - 1, count + 1)
+    source = np.arange(size)[None, :] - np.arange(len(table))[:, None]
+    valid = (source >= 0) & (source < len(best))
+    scores = np.where(valid, best[np.clip(source, 0, len(best) - 1)] + table[:, None], _FAR)
+    share = np.argmin(scores, axis=0)
+    return np.minimum(scores[share, np.arange(size)], _FAR), share

@@ -26,6 +26,9 @@ def tightest_set(room: np.ndarray, need: int, size: int) -> np.ndarray:
     first set in tree order); `size` is the fewest that can (the `size` largest hold `need`)."""
     if size >= room.size:
         return np.arange(room.size)
+    holding = np.flatnonzero(room > 0)
+    if holding.size and room[holding].min() == room[holding].max():
+        return holding[:size]          # alike children (nodes of one type): every set is as tight
     if math.comb(room.size, size) <= MAX_SETS:
         sets = _sets(room.size, size)
         totals = room[sets].sum(axis=1)
