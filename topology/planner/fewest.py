@@ -18,7 +18,7 @@ import numpy as np
 
 from .layout import Layout
 
-BUDGET = 200_000             # domains x (segments + 1)^2, at most
+BUDGET = 50_000              # domains x (segments + 1)^2, at most
 _FAR = np.iinfo(np.int64).max // 4
 
 
