@@ -29,7 +29,7 @@ def fewest_domains(layout: Layout, unit_level: int, per_unit: np.ndarray, level:
     for the exact search (the caller then takes the greedy allotment)."""
     if unit_level - level <= 1:           # one level down, the roomiest first is already the fewest
         return None
-    units = _units(layout, unit_level, per_unit, level, np.array([domain]))
+    units = np.flatnonzero((layout.ancestors(unit_level, level) == domain) & (per_unit > 0))
     weights = _weights(layout, unit_level, per_unit, level, units, count)
     search = _Search(units, per_unit, weights, layout, unit_level, level, count) if weights else None
     taken = search.run() if search is not None else None
@@ -37,11 +37,6 @@ def fewest_domains(layout: Layout, unit_level: int, per_unit: np.ndarray, level:
         return None
     order = np.lexsort([units, -taken])
     return [int(units[i]) for i in order.tolist() for _ in range(int(taken[i]))]
-
-
-def _units(layout: Layout, unit_level: int, per_unit: np.ndarray, level: int, domains: np.ndarray) -> np.ndarray:
-    """The segment-level domains with room for a segment inside any of `domains`, in tree order."""
-    return np.flatnonzero(np.isin(layout.ancestors(unit_level, level), domains) & (per_unit > 0))
 
 
 def _weights(layout: Layout, unit_level: int, per_unit: np.ndarray, level: int, units: np.ndarray,
