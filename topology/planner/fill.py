@@ -1,7 +1,7 @@
 """Choosing nodes for the pods of one role inside one domain: descend the tree one level at a time, at
 each step taking the tightest child that holds every pod (binpack) or the emptiest (spread); when none
 does, the fewest children that do: under binpack the tightest such set (tightest.py), under spread the
-largest first, the last one the tightest that covers the rest. The
+largest first. The
 children at each step are those of every domain chosen at the step above, taken together, so the pods
 use as few domains as possible at every level. Nodes come back in tree order so consecutive pod indexes
 land on the same or neighbouring nodes."""
@@ -61,7 +61,7 @@ def _split_each(state: State, role: str, at: int, chosen: np.ndarray, shares: np
 def _split(room: np.ndarray, need: int, spread: bool) -> tuple[np.ndarray, np.ndarray]:
     """Which children (positions in `room`) take how many pods: the tightest (binpack) or emptiest
     (spread) that holds them all, else the fewest that do: binpack the tightest such set, the largest
-    of them taken whole first; spread the largest first and the tightest that covers the rest."""
+    of them taken whole first; spread the largest first."""
     whole = np.flatnonzero(room >= need)
     if whole.size:
         pick = whole[np.argmax(room[whole])] if spread else whole[np.argmin(room[whole])]
@@ -69,7 +69,6 @@ def _split(room: np.ndarray, need: int, spread: bool) -> tuple[np.ndarray, np.nd
     order = np.argsort(-room, kind="stable")
     taken = np.cumsum(room[order])
     full = int(np.searchsorted(taken, need))          # order[:full] are taken whole
-    picks, shares = order[:full], room[order[:full]]
     rest = need - (int(taken[full - 1]) if full else 0)
     if not spread:
         # binpack: of the fewest children that hold the pods, the tightest set (tightest.py)
@@ -78,9 +77,7 @@ def _split(room: np.ndarray, need: int, spread: bool) -> tuple[np.ndarray, np.nd
         shares = room[picks].copy()
         shares[-1] -= int(shares.sum()) - need
         return picks, shares
-    if rest > 0:
-        others = order[full:]
-        covering = others[room[others] >= rest]
-        last = covering[np.argmin(room[covering])] if covering.size and not spread else others[0]
-        picks, shares = np.append(picks, last), np.append(shares, rest)
+    picks, shares = order[:full], room[order[:full]]
+    if rest > 0:                                      # spread: the next largest takes the rest
+        picks, shares = np.append(picks, order[full]), np.append(shares, rest)
     return picks, shares

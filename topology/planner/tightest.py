@@ -34,17 +34,27 @@ def tightest_set(room: np.ndarray, need: int, size: int) -> np.ndarray:
         totals = room[sets].sum(axis=1)
         totals = np.where(totals >= need, totals, np.iinfo(np.int64).max)
         return sets[int(np.argmin(totals))]
+    return _tightest_child_by_child(room, need, size)
+
+
+def _tightest_child_by_child(room: np.ndarray, need: int, size: int) -> np.ndarray:
+    """Each pick the tightest child (tree order on ties) after which the `rest` largest other free
+    children still hold what is left: the `rest` largest overall, with the next largest in place of the
+    child when its room is among theirs (one sort a pick, not one a child)."""
     picks: list[int] = []
     free = np.ones(room.size, dtype=bool)
     left = need
     for taken in range(size):
         rest = size - taken - 1                 # children still to pick after this one
-        order = np.flatnonzero(free)[np.argsort(room[free], kind="stable")]
-        for child in order.tolist():
-            others = np.sort(room[free & (np.arange(room.size) != child)])[::-1][:rest].sum() if rest else 0
-            if room[child] + others >= left:
-                picks.append(child)
-                free[child] = False
-                left -= int(room[child])
-                break
+        candidates = np.flatnonzero(free)[np.argsort(room[free], kind="stable")]
+        if rest:
+            largest = np.sort(room[free])[::-1]
+            among = room[candidates] >= largest[rest - 1]
+            others = np.where(among, largest[:rest].sum() - room[candidates] + largest[rest], largest[:rest].sum())
+        else:
+            others = np.zeros(candidates.size, dtype=np.int64)
+        child = int(candidates[np.argmax(room[candidates] + others >= left)])
+        picks.append(child)
+        free[child] = False
+        left -= int(room[child])
     return np.array(picks, dtype=np.int64)
