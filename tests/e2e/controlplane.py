@@ -229,16 +229,14 @@ class ControlPlane:
             "--authorization-kubeconfig", kubeconfig], self.folder)
         scheduler.port = port
         self.processes.append(scheduler)
-        context = ssl.create_default_context()
-        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        context = _self_signed_context()
         wait_until(lambda: urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context,
                                                   timeout=2).status == 200, 60, name, scheduler)
         return scheduler
 
     def scheduler_metrics(self, scheduler: Process) -> str:
         """A kube-scheduler's /metrics, read as the admin (its serving certificate is self-signed)."""
-        context = ssl.create_default_context()
-        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        context = _self_signed_context()
         context.load_cert_chain(str(self.certs.folder / "admin.crt"), str(self.certs.folder / "admin.key"))
         with urllib.request.urlopen(f"https://127.0.0.1:{scheduler.port}/metrics", context=context,
                                     timeout=10) as answer:
@@ -255,3 +253,10 @@ class ControlPlane:
         for process in reversed(self.processes):
             process.stop()
         self.processes.clear()
+
+
+def _self_signed_context() -> ssl.SSLContext:
+    """A client context for a kube-scheduler's own self-signed serving certificate."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    return context
