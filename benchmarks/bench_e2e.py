@@ -13,6 +13,7 @@ extender path keeps at least 80% of the plain throughput at 256 nodes, every gan
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import re
 import shutil
@@ -33,7 +34,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e")]
 from cluster import GPU, LEVELS, E2ECluster  # noqa: E402
 from kubernetes import watch as k8s_watch  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
-from controlplane import ControlPlane, find_binaries  # noqa: E402
+from controlplane import ControlPlane, find_binaries, free_port, start  # noqa: E402
 
 NODES_PER_RACK, RACKS_PER_BLOCK, BLOCKS_PER_ZONE = 8, 4, 4
 
@@ -57,7 +58,31 @@ def pod(name: str, scheduler: str, group: str | None) -> dict:
                 "name": "main", "image": "busybox:1.36", "resources": {"limits": {GPU: "8"}}}]}}
 
 
-def run_round(cluster: E2ECluster, namespace: str, gangs: int, pods: int, with_extender: bool) -> dict:
+# The kinds of round: which scheduler takes the pods, and whether they come in gangs.
+SCHEDULER = {"plain": "default-scheduler", "gangs": "tas-scheduler", "null": "null-scheduler"}
+TITLE = {"plain": "plain default-scheduler ", "gangs": "tas-scheduler + extender",
+         "null": "null-scheduler + null extender"}
+
+
+def start_null_extender(cluster: E2ECluster) -> None:
+    """null_extender.py and a kube-scheduler `null-scheduler` that calls its filter verb, configured as the
+    shipped profile is (HTTPS, node names only, every node a candidate) but with no other verb."""
+    plane = cluster.plane
+    port = free_port()
+    cert, key = plane.certs.issue("null-extender", "/CN=null-extender", server=True)
+    plane.processes.append(start("null-extender", [sys.executable, ROOT / "benchmarks" / "null_extender.py",
+                                                   port, cert, key], plane.folder))
+    ca = plane.certs.ca_crt.read_bytes()
+    plane.start_scheduler("null-scheduler", {
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "null-scheduler", "percentageOfNodesToScore": 100}],
+        "extenders": [{"urlPrefix": f"https://127.0.0.1:{port}", "filterVerb": "filter", "weight": 1,
+                       "enableHTTPS": True, "tlsConfig": {"caData": base64.b64encode(ca).decode()},
+                       "httpTimeout": "5s", "nodeCacheCapable": True, "ignorable": False}]})
+
+
+def run_round(cluster: E2ECluster, namespace: str, gangs: int, pods: int, kind: str) -> dict:
+    with_extender = kind == "gangs"
     cluster.core.create_namespace({"metadata": {"name": namespace}})
     if with_extender:
         cluster.apply([{"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
@@ -66,7 +91,7 @@ def run_round(cluster: E2ECluster, namespace: str, gangs: int, pods: int, with_e
                             "topology": "e2e", "requiredTopologyLevel": "block"}}} for g in range(gangs)],
                       namespace=namespace)
         time.sleep(1)                          # the extender's watch has the PodGroups before their pods
-    scheduler = "tas-scheduler" if with_extender else "default-scheduler"
+    scheduler = SCHEDULER[kind]
     objects = [pod(f"p-{g}-{i}", scheduler, f"gang-{g}" if with_extender else None)
                for g in range(gangs) for i in range(pods)]
     latencies, cpu = latency_totals(cluster), cpu_seconds(cluster)
@@ -256,6 +281,9 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=8, help="pods per gang, 8 GPUs each")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of each kind, alternating")
     parser.add_argument("--logs", type=Path, help="copy the control plane's and the extender's logs here")
+    parser.add_argument("--null-extender", action="store_true",
+                        help="also rounds of the plain pods through a kube-scheduler calling null_extender.py "
+                             "(a filter that keeps the first candidate): what calling any extender costs here")
     args = parser.parse_args()
     if not 8 <= args.nodes <= 2000:
         parser.error(f"--nodes {args.nodes}: expected 8 to 2,000")
@@ -277,25 +305,31 @@ def main() -> int:
             cluster.add_gpu_nodes(layout(args.nodes))
             print(f"{args.nodes} GPU nodes added in {time.monotonic() - began:.1f} s; "
                   f"{gangs} gangs x {args.pods} pods per round (one block each) vs {gangs * args.pods} plain pods")
-            results: dict[bool, list[dict]] = {True: [], False: []}
-            order = [False, True, True, False] * args.rounds
-            for n, with_extender in enumerate(order[:2 * args.rounds]):
+            kinds = ["plain", "gangs"] + (["null"] if args.null_extender else [])
+            if args.null_extender:
+                start_null_extender(cluster)
+            results: dict[str, list[dict]] = {kind: [] for kind in kinds}
+            order = (kinds + kinds[::-1]) * args.rounds          # plain, gangs, gangs, plain, ...
+            for n, kind in enumerate(order[:len(kinds) * args.rounds]):
                 namespace = f"bench-{n}"
-                result = run_round(cluster, namespace, gangs, args.pods, with_extender)
-                results[with_extender].append(result)
-                kind = "tas-scheduler + extender" if with_extender else "plain default-scheduler "
-                print(f"  round {n + 1}: {kind} {result['pods']} pods in {result['seconds']:.2f} s "
+                result = run_round(cluster, namespace, gangs, args.pods, kind)
+                results[kind].append(result)
+                print(f"  round {n + 1}: {TITLE[kind]} {result['pods']} pods in {result['seconds']:.2f} s "
                       f"({result['pods_per_second']:.1f} pods/s; created in {result['create_seconds']:.2f} s)"
-                      + (f", constraint violations: {result['violations']}" if with_extender else ""))
+                      + (f", constraint violations: {result['violations']}" if kind == "gangs" else ""))
                 print(f"      mean latency: {result['latency']}")
                 print(f"      CPU seconds: {result['cpu']}")
                 print(f"      {result['wait']}")
                 clear(cluster, namespace)
-            plain = statistics.mean(r["pods_per_second"] for r in results[False])
-            gang = statistics.mean(r["pods_per_second"] for r in results[True])
+            plain = statistics.mean(r["pods_per_second"] for r in results["plain"])
+            gang = statistics.mean(r["pods_per_second"] for r in results["gangs"])
             print(f"plain kube-scheduler: {plain:.1f} pods/s; with the extender (gangs): {gang:.1f} pods/s; "
                   f"ratio {gang / plain:.0%} (target >= 80%); violations: "
-                  f"{sum(r['violations'] for r in results[True])}")
+                  f"{sum(r['violations'] for r in results['gangs'])}")
+            if args.null_extender:
+                null = statistics.mean(r["pods_per_second"] for r in results["null"])
+                print(f"with the null extender (plain pods, a filter call each): {null:.1f} pods/s; "
+                      f"ratio {null / plain:.0%}")
         finally:
             if cluster is not None:
                 cluster.stop()
