@@ -108,7 +108,7 @@ def run_round(cluster: E2ECluster, namespace: str, gangs: int, pods: int, kind: 
     bound_at = bindings.wait(timeout=600)
     elapsed = max(bound_at.values()) - started
     bound = cluster.wait_bound(namespace, len(objects), timeout=60)
-    cpu = cpu_used(cpu, cpu_seconds(cluster))
+    cpu = cpu_used(cpu, cpu_seconds(cluster), elapsed)
     result = {"pods": len(objects), "seconds": elapsed, "create_seconds": created,
               "pods_per_second": len(objects) / elapsed, "violations": 0,
               "latency": latency_means(latencies, latency_totals(cluster)), "cpu": cpu,
@@ -216,9 +216,10 @@ def add_histogram(totals: dict[str, list[float]], text: str, family: str, name_o
 
 
 def cpu_seconds(cluster: E2ECluster) -> dict[str, float]:
-    """CPU time (user + system) so far of each control-plane process and extender replica."""
+    """CPU time (user + system) so far of each control-plane process and extender replica, and of this
+    benchmark (its creates and watch run on the same cores)."""
     tick = os.sysconf("SC_CLK_TCK")
-    out = {}
+    out = {"benchmark client": time.process_time()}
     for process in [*cluster.plane.processes, *(r.process for r in cluster.extender.replicas if r.process)]:
         try:
             fields = Path(f"/proc/{process.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -228,10 +229,12 @@ def cpu_seconds(cluster: E2ECluster) -> dict[str, float]:
     return out
 
 
-def cpu_used(before: dict[str, float], after: dict[str, float]) -> str:
+def cpu_used(before: dict[str, float], after: dict[str, float], elapsed: float) -> str:
     used = {name: after[name] - before.get(name, 0.0) for name in after}
-    return ", ".join(f"{name} {seconds:.2f}" for name, seconds in sorted(used.items(), key=lambda kv: -kv[1])
+    each = ", ".join(f"{name} {seconds:.2f}" for name, seconds in sorted(used.items(), key=lambda kv: -kv[1])
                      if seconds >= 0.05)
+    total = sum(used.values())
+    return f"{each}; all {total:.2f} in {elapsed:.2f} s: {total / elapsed:.1f} of {os.cpu_count()} cores busy"
 
 
 def latency_means(before: dict, after: dict) -> str:
