@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .demand import GroupInfo
+from .holes import fewest_holes_first
 from .joint import fits, joint_fit
 from .layout import ROOT, Layout
 from .segments import holds_segments, segment_room, units_needed
@@ -70,7 +71,8 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
     already used by the placed `siblings` (their nodes; the fewest new domains for the gang, see
     together.py), then the tightest (binpack) or emptiest (spread) leftover, then the leftover of its
     parent, grandparent, ... the same way, then nearest to `near` (a node of the previous sibling: rank
-    order), then tree order (domain names). A segment's `target` (the domain allotted to it with its
+    order), then (binpack) the fewest of the cluster's largest holes (holes.py), then tree order (domain
+    names). A segment's `target` (the domain allotted to it with its
     siblings, see segments.py) comes before all of these; at finer levels only domains inside the
     target are candidates."""
     layout = state.layout
@@ -145,6 +147,9 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
     if target is not None:
         keys.append((~on_target(layout, level, domains, target)).astype(np.int64))
     order = np.lexsort(keys)
+    if primary is not None and not spread and level >= 0:
+        # equal on every key: the domain holding the fewest of the cluster's largest holes (holes.py)
+        order = fewest_holes_first(state, primary, level, domains, keys, order)
     return domains[order]
 
 
