@@ -7,6 +7,7 @@ from topology.demo import demo_objects
 from topology.objects import ClusterObjects
 
 from .files import one_line, read_text
+from .objects import pod_shape_problem
 
 
 class ClusterFileError(ValueError):
@@ -19,9 +20,15 @@ def load_objects(path: str | None) -> ClusterObjects:
         return ClusterObjects.from_objects(demo_objects())
     text = read_text(path, "cluster file", ClusterFileError)
     try:
-        return ClusterObjects.from_text(text)
+        objects = ClusterObjects.from_text(text)
     except ValueError as err:
         raise ClusterFileError(f"cluster file {path}: {one_line(err)}") from err
+    for pod in objects.pods:
+        named = isinstance(pod.get("metadata") or {}, dict)
+        problem = pod_shape_problem(pod, f"Pod {pod_key(pod)}" if named else "Pod")
+        if problem:
+            raise ClusterFileError(f"cluster file {path}: {problem}")
+    return objects
 
 
 def load_cluster(path: str | None) -> Cluster:

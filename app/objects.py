@@ -4,6 +4,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 
+from topology.nodes import placement_problem
+
 from .ports import EventType, WatchedKind
 
 
@@ -55,7 +57,7 @@ def pod_shape_problem(pod: Mapping, where: str) -> str | None:
     """What makes `pod` unreadable, named by its path under `where` ("Pod", "request.object"); None when
     fine. The API server only ever sends schema-valid pods: this turns a hand-made or corrupted one into
     a clear refusal instead of a crash deep in the grouper."""
-    for field_name in ("metadata", "spec"):
+    for field_name in ("metadata", "spec", "status"):
         if not isinstance(pod.get(field_name) or {}, Mapping):
             return f"{where}.{field_name} must be an object"
     metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
@@ -69,6 +71,11 @@ def pod_shape_problem(pod: Mapping, where: str) -> str | None:
     references = metadata.get("ownerReferences") or []
     if not isinstance(references, list) or not all(isinstance(r, Mapping) for r in references):
         return f"{where}.metadata.ownerReferences must be a list of objects"
+    if not isinstance(spec.get("nodeName") or "", str):
+        return f"{where}.spec.nodeName must be a string"
+    placement = placement_problem(spec, f"{where}.spec")
+    if placement:
+        return placement
     for list_name in ("initContainers", "containers"):
         containers = spec.get(list_name) or []
         if not isinstance(containers, list) or not all(isinstance(c, Mapping) for c in containers):

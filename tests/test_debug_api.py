@@ -1,7 +1,9 @@
 """The debug API the /ui page and people read: plans and topologies as clean JSON."""
 from __future__ import annotations
 
-from service_helpers import GPU, filter_, indexed_job, job_pods, make_client, schedule
+import pytest
+
+from service_helpers import GPU, filter_, indexed_job, job_pods, make_client, plain_pod, schedule, service
 
 
 def test_plans_list_and_detail():
@@ -129,3 +131,25 @@ def test_search_finds_nodes_with_their_domain_path_gangs_by_workload_and_pods():
     pods = client.get("/debug/search", params={"q": "research/"}).json()["pods"]
     assert pods and all(p["node"] for p in pods)
     assert client.get("/debug/search", params={"q": ""}).status_code == 422
+
+
+BAD_OBJECTS = [
+    ({"kind": "Node", "metadata": {"name": 5}}, 422, "Node without metadata.name (a non-empty string)"),
+    ({"kind": "Node", "metadata": {"name": "nn"}, "status": "x"}, 422, "Node 'nn' status='x' is invalid"),
+    ({"kind": "Node", "metadata": {"name": "nn"}, "spec": {"taints": "x"}}, 422, "spec.taints='x' is invalid"),
+    ({"kind": "Node", "metadata": {"name": "nn"}, "status": {"allocatable": {GPU: "100Ei"}}}, 422,
+     "quantity '100Ei' is too large"),
+    ({"kind": "Pod", "metadata": {"name": "p"}, "status": "x"}, 400, "Pod p.status must be an object"),
+    ({"kind": "Pod", "metadata": {"name": "p"}, "spec": {"tolerations": "x"}}, 400, "spec.tolerations='x' is invalid"),
+    ({"kind": 5, "metadata": {"name": "k"}}, 400, "object 'kind' must be a non-empty string"),
+]
+
+
+@pytest.mark.parametrize("obj, status, message", BAD_OBJECTS)
+def test_a_malformed_object_is_refused_and_the_service_keeps_scheduling(obj, status, message):
+    client = make_client()
+    answer = client.post("/debug/objects", json=obj)
+    assert answer.status_code == status and message in answer.json()["detail"]
+    node = service(client).cluster.node_names[0]
+    assert filter_(client, plain_pod("after"), [node])["NodeNames"] == [node]
+    assert client.get("/debug/topology").status_code == 200

@@ -110,3 +110,10 @@ def test_any_json_body_gets_a_200_answer(client, body, verb):
 def test_uniform_scores_are_valid_json_for_any_names(hosts, score):
     from app.extender.routes import uniform_scores
     assert json.loads(uniform_scores(hosts, score)) == [{"Host": h, "Score": score} for h in hosts]
+
+
+@pytest.mark.parametrize("item", [{"metadata": "x"}, {"metadata": {"name": 5}}, {"metadata": {}}])
+def test_filter_with_a_node_object_without_a_name_names_the_field(client, item):
+    body = client.post("/scheduler/filter", json={"Pod": plain_pod("p"), "Nodes": {"items": [item]}}).json()
+    assert body["NodeNames"] == [] and "internal error" not in body["Error"]
+    assert "Nodes.items: items[0].metadata.name is required (a non-empty string)" in body["Error"]

@@ -22,33 +22,49 @@ class NodeInfo:
 
     @classmethod
     def from_object(cls, obj: Mapping) -> "NodeInfo":
-        metadata = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
-        allocatable = status.get("allocatable") or status.get("capacity") or {}
+        metadata = _mapping(obj, "metadata", "Node")
         name = metadata.get("name")
-        if not name:
-            raise ValueError("Node without metadata.name")
+        if not name or not isinstance(name, str):
+            raise ValueError("Node without metadata.name (a non-empty string)")
+        where = f"Node {name!r}"
+        spec, status = _mapping(obj, "spec", where), _mapping(obj, "status", where)
+        allocatable = _mapping(status, "allocatable", where, "status.") or _mapping(status, "capacity", where, "status.")
         units = {}
         for resource, value in allocatable.items():
             try:
                 units[resource] = resource_units(resource, value)
             except ValueError as err:
-                raise ValueError(f"Node {name!r} status.allocatable[{resource!r}]: {err}") from err
+                raise ValueError(f"{where} status.allocatable[{resource!r}]: {err}") from err
         return cls(
             name=name,
             # hand-written files may leave label values unquoted (rack: 1); Kubernetes holds strings
-            labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
+            labels={str(k): str(v) for k, v in _mapping(metadata, "labels", where, "metadata.").items()},
             allocatable=units,
-            ready=_is_ready(status),
+            ready=_is_ready(_objects(status, "conditions", where, "status.")),
             unschedulable=bool(spec.get("unschedulable")),
-            taints=tuple(t for t in spec.get("taints") or [] if t.get("effect") in BLOCKING_EFFECTS),
+            taints=tuple(t for t in _objects(spec, "taints", where, "spec.") if t.get("effect") in BLOCKING_EFFECTS),
         )
 
 
-def _is_ready(status: Mapping) -> bool:
+def _mapping(obj: Mapping, field: str, where: str, path: str = "") -> Mapping:
+    """obj[field] when it is a mapping ({} when absent); a ValueError naming the field otherwise."""
+    value = obj.get(field) or {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where} {path}{field}={value!r:.60} is invalid; expected a mapping")
+    return value
+
+
+def _objects(obj: Mapping, field: str, where: str, path: str = "") -> list[Mapping]:
+    """obj[field] when it is a list of mappings ([] when absent); a ValueError naming the field otherwise."""
+    value = obj.get(field) or []
+    if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
+        raise ValueError(f"{where} {path}{field}={value!r:.60} is invalid; expected a list of objects")
+    return value
+
+
+def _is_ready(conditions: Sequence[Mapping]) -> bool:
     """Ready unless a Ready condition says otherwise (hand-written cluster files often omit conditions)."""
-    for condition in status.get("conditions") or []:
+    for condition in conditions:
         if condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return True
@@ -117,6 +133,9 @@ class PodPlacementRules:
 
     @classmethod
     def from_spec(cls, spec: Mapping) -> "PodPlacementRules":
+        problem = placement_problem(spec)
+        if problem:
+            raise ValueError(problem)
         return cls(tuple(spec.get("tolerations") or ()), dict(spec.get("nodeSelector") or {}), spec)
 
     def allows(self, node: NodeInfo) -> str | None:
@@ -133,6 +152,42 @@ class PodPlacementRules:
         if not _affinity_matches(node, self.spec):
             return "node affinity"
         return None
+
+
+def placement_problem(spec: Mapping, where: str = "spec") -> str | None:
+    """What makes a pod spec's placement fields (tolerations, nodeSelector, node affinity) unreadable,
+    named by its path under `where`; None when fine."""
+    if not isinstance(spec, Mapping):
+        return f"{where}={spec!r:.60} is invalid; expected a pod spec (a mapping)"
+    tolerations = spec.get("tolerations") or []
+    if not isinstance(tolerations, list) or not all(isinstance(t, Mapping) for t in tolerations):
+        return f"{where}.tolerations={tolerations!r:.60} is invalid; expected a list of objects (key, operator, ...)"
+    selector = spec.get("nodeSelector") or {}
+    if not isinstance(selector, Mapping) or not all(isinstance(v, str) for v in selector.values()):
+        return f"{where}.nodeSelector={selector!r:.60} is invalid; expected a map of label: value strings"
+    affinity = spec.get("affinity") or {}
+    if not isinstance(affinity, Mapping) or not all(isinstance(affinity[k] or {}, Mapping) for k in affinity):
+        return (f"{where}.affinity={affinity!r:.60} is invalid; expected a mapping of nodeAffinity, "
+                f"podAffinity, podAntiAffinity (each a mapping)")
+    return _node_affinity_problem(affinity.get("nodeAffinity") or {}, f"{where}.affinity.nodeAffinity")
+
+
+def _node_affinity_problem(node_affinity: Mapping, where: str) -> str | None:
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    where += ".requiredDuringSchedulingIgnoredDuringExecution"
+    if not isinstance(required, Mapping):
+        return f"{where}={required!r:.60} is invalid; expected a mapping with nodeSelectorTerms"
+    terms = required.get("nodeSelectorTerms") or []
+    if not isinstance(terms, list) or not all(isinstance(t, Mapping) for t in terms):
+        return f"{where}.nodeSelectorTerms={terms!r:.60} is invalid; expected a list of objects"
+    for i, term in enumerate(terms):
+        for part in ("matchExpressions", "matchFields"):
+            expressions = term.get(part) or []
+            if not isinstance(expressions, list) or not all(
+                    isinstance(e, Mapping) and isinstance(e.get("values") or [], list) for e in expressions):
+                return (f"{where}.nodeSelectorTerms[{i}].{part}={expressions!r:.60} is invalid; expected a list "
+                        f"of objects (key, operator, values: a list)")
+    return None
 
 
 def usable_mask(nodes: Sequence[NodeInfo], rules: PodPlacementRules) -> np.ndarray:

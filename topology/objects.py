@@ -29,11 +29,15 @@ def parse_objects(text: str) -> list[dict]:
             documents = [json.loads(text)]
         except json.JSONDecodeError:
             documents = None
+        except RecursionError:
+            raise ObjectsError("not valid JSON: nested too deeply") from None
     if documents is None:
         try:
             documents = list(yaml.load_all(text, Loader=YAML_LOADER))
         except yaml.YAMLError as err:
             raise ObjectsError(f"not valid YAML or JSON: {err}") from err
+        except RecursionError:
+            raise ObjectsError("not valid YAML: nested too deeply") from None
     return list(_flatten(documents))
 
 
@@ -48,7 +52,10 @@ def _flatten(documents: Iterable) -> Iterator[dict]:
         elif str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
             yield from _flatten(doc["items"])
         elif "kind" not in doc:
-            raise ObjectsError(f"object without 'kind': {json.dumps(doc)[:120]}")
+            raise ObjectsError(f"object without 'kind': {json.dumps(doc, default=str)[:120]}")
+        elif not isinstance(doc["kind"], str) or not doc["kind"]:
+            raise ObjectsError(f"object 'kind' must be a non-empty string (Node, Pod, Job, ...), got "
+                               f"{doc['kind']!r:.40}: {json.dumps(doc, default=str)[:120]}")
         else:
             yield doc
 

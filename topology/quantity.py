@@ -21,6 +21,7 @@ _EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
 
 VALID_SUFFIXES = "Ki Mi Gi Ti Pi Ei n u m k M G T P E, or an exponent such as e3"
 MAX_EXPONENT = 100          # far beyond any real amount (int64 ends near 9.2e18)
+MAX_UNITS = 2**63 - 1       # the largest int64, what Kubernetes (and the capacity matrices) hold
 
 
 class QuantityError(ValueError):
@@ -65,9 +66,13 @@ def resource_units(resource: str, quantity: str | int | float) -> int:
 
 def _units(resource: str, quantity: str | int | float) -> int:
     value = parse_quantity(quantity)
-    if resource == "cpu":
-        value *= 1000
-    return math.ceil(value)
+    if value < 0:
+        raise QuantityError(f"quantity {quantity!r} is negative; expected an amount >= 0")
+    units = math.ceil(value * 1000 if resource == "cpu" else value)
+    if units > MAX_UNITS:
+        unit = "millicores" if resource == "cpu" else "units"
+        raise QuantityError(f"quantity {quantity!r} is too large; expected at most 2^63-1 {unit}")
+    return units
 
 
 _cached_units = functools.lru_cache(maxsize=4096, typed=True)(_units)   # nodes repeat the same few strings

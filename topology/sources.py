@@ -17,16 +17,26 @@ class TopologyError(ValueError):
 
 def object_name(obj: Mapping) -> str:
     """metadata.name of a Topology or HyperNode, which every tree and message is keyed by."""
-    name = (obj.get("metadata") or {}).get("name")
+    metadata = obj.get("metadata") or {}
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
     if not name or not isinstance(name, str):
         raise TopologyError(f"{obj.get('kind') or 'object'} without metadata.name (a non-empty string)")
     return name
 
 
+def spec_of(obj: Mapping) -> Mapping:
+    """spec of a Topology or HyperNode ({} when absent); a TopologyError when it is not a mapping."""
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise TopologyError(f"{obj.get('kind')} {object_name(obj)!r}: spec={spec!r:.60} is invalid; "
+                            f"expected a mapping")
+    return spec
+
+
 def label_levels(obj: Mapping) -> list[Level]:
     """Levels of a KAI or Kueue Topology: spec.levels[].nodeLabel with an optional alias."""
-    name = (obj.get("metadata") or {}).get("name", "?")
-    levels = (obj.get("spec") or {}).get("levels") or []
+    name = object_name(obj)
+    levels = spec_of(obj).get("levels") or []
     if not levels or not isinstance(levels, list):
         raise TopologyError(f"Topology {name!r}: spec.levels must list at least one level with a nodeLabel")
     result = []
@@ -77,6 +87,9 @@ def _member_matcher(hypernode: str, index: int, member) -> tuple[str, Matcher]:
     if member_type not in MEMBER_TYPES:
         raise TopologyError(f"{field}.type={member_type!r} is invalid; valid: {', '.join(MEMBER_TYPES)}")
     selector = member.get("selector") or {}
+    if not isinstance(selector, Mapping) or not all(isinstance(selector[k] or {}, Mapping) for k in selector):
+        raise TopologyError(f"{field}.selector={selector!r:.60} is invalid; expected a mapping with one of "
+                            f"exactMatch, regexMatch, labelMatch (each a mapping)")
     if "exactMatch" in selector:
         exact = (selector["exactMatch"] or {}).get("name")
         return member_type, lambda name, labels: name == exact
@@ -98,7 +111,7 @@ def _member_matcher(hypernode: str, index: int, member) -> tuple[str, Matcher]:
 
 
 def _tier(obj: Mapping) -> int:
-    spec = obj.get("spec") or {}
+    spec = spec_of(obj)
     try:
         tier = int(spec.get("tier"))
         if tier >= 1:
@@ -116,7 +129,7 @@ def tree_from_hypernodes(hypernodes: Sequence[Mapping], nodes: Sequence[NodeInfo
     tier = {hn_name: _tier(hn) for hn_name, hn in by_name.items()}
     parent_of: dict[str, str] = {}          # hypernode or node name -> the hypernode holding it
     for hn_name in sorted(by_name, key=lambda n: (tier[n], n)):
-        members = (by_name[hn_name].get("spec") or {}).get("members") or []
+        members = spec_of(by_name[hn_name]).get("members") or []
         if not isinstance(members, list):
             raise TopologyError(f"HyperNode {hn_name!r}: spec.members must be a list of members")
         for index, member in enumerate(members):
@@ -173,7 +186,8 @@ def build_trees(topology_objects: Sequence[Mapping], nodes: Sequence[NodeInfo]
     for obj in topology_objects:
         if obj.get("kind") == "HyperNode":
             continue
-        name = str((obj.get("metadata") or {}).get("name") or "")
+        metadata = obj.get("metadata") or {}
+        name = str((metadata.get("name") if isinstance(metadata, Mapping) else None) or "")
         if name in trees:
             errors[name] = f"Topology {name!r} is defined more than once ({api_group(obj)} and another group)"
             continue

@@ -26,11 +26,20 @@ def _readable_pod(pod: dict[str, Any]) -> dict[str, Any]:
 WirePod = Annotated[dict[str, Any], AfterValidator(_readable_pod)]
 
 
+def _named_nodes(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Node objects the filter can answer by name (the candidates are their metadata.name)."""
+    for i, node in enumerate(items):
+        metadata = node.get("metadata")
+        if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
+            raise ValueError(f"items[{i}].metadata.name is required (a non-empty string)")
+    return items
+
+
 class NodeList(_Wire):
     """A core/v1 NodeList; the node objects are kept as received (the filter answer echoes them)."""
 
     metadata: dict[str, Any] | None = None
-    items: list[dict[str, Any]] = Field(default_factory=list)
+    items: Annotated[list[dict[str, Any]], AfterValidator(_named_nodes)] = Field(default_factory=list)
 
 
 class ExtenderArgs(_Wire):
