@@ -12,6 +12,8 @@ class GroupingError(ValueError):
 def describe(obj: Mapping) -> str:
     """`Kind namespace/name` of an object, for messages."""
     metadata = obj.get("metadata") or {}
+    if not isinstance(metadata, Mapping):         # the caller's check names the bad field
+        metadata = {}
     namespace = metadata.get("namespace") or "default"
     name = metadata.get("name") or metadata.get("generateName") or "<unnamed>"
     return f"{obj.get('kind') or 'object'} {namespace}/{name}"

@@ -55,6 +55,7 @@ def annotations_of(obj: Mapping) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("annotations") or {}
 
 
+MAX_PODS = 100_000           # pods of one workload: more than a 10,000-node cluster holds, far below what exhausts memory
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
@@ -83,9 +84,12 @@ def mapping_field(obj: Mapping, field: str, value) -> Mapping:
     return value
 
 
-def _index_label(obj: Mapping, template: Mapping, default: str | None) -> str | None:
+def _index_label(obj: Mapping, template: Mapping, default: str | None, path: str) -> str | None:
     """The pod-index-label annotation (pod template first, then the workload root), else the default."""
-    template_annotations = (template.get("metadata") or {}).get("annotations") or {}
+    _check_fields(obj, f"{path}.", template, ("metadata", "spec"))
+    metadata = template.get("metadata") or {}
+    _check_fields(obj, f"{path}.metadata.", metadata, ("labels", "annotations"))
+    template_annotations = metadata.get("annotations") or {}
     label = template_annotations.get(names.POD_INDEX_LABEL) or annotations_of(obj).get(names.POD_INDEX_LABEL)
     return label or default
 
@@ -99,7 +103,7 @@ def _job_roles(job: Mapping) -> list[RoleTemplate]:
     template = mapping_field(job, "spec.template", spec.get("template"))
     default_label = names.JOB_INDEX if spec.get("completionMode") == "Indexed" else None
     return [RoleTemplate("job", "spec.template", parallelism, template,
-                         _index_label(job, template, default_label))]
+                         _index_label(job, template, default_label, "spec.template"))]
 
 
 def _kubeflow_roles(job: Mapping) -> list[RoleTemplate]:
@@ -115,7 +119,7 @@ def _kubeflow_roles(job: Mapping) -> list[RoleTemplate]:
         replicas = count_field(job, f"{path}.replicas", replica_spec.get("replicas"), 1)
         template = mapping_field(job, f"{path}.template", replica_spec.get("template"))
         roles.append(RoleTemplate(str(replica_type).lower(), path, replicas, template,
-                                  _index_label(job, template, names.KF_REPLICA_INDEX)))
+                                  _index_label(job, template, names.KF_REPLICA_INDEX, f"{path}.template")))
     return roles
 
 
@@ -129,7 +133,7 @@ def _lws_roles(lws: Mapping) -> list[RoleTemplate]:
     roles = [RoleTemplate("leader", leader_field, 1, leader, names.LWS_WORKER_INDEX, 0)]
     if size > 1:
         roles.append(RoleTemplate("worker", "spec.leaderWorkerTemplate.workerTemplate", size - 1, worker,
-                                  _index_label(lws, worker, names.LWS_WORKER_INDEX), 1))
+                                  _index_label(lws, worker, names.LWS_WORKER_INDEX, "spec.leaderWorkerTemplate.workerTemplate"), 1))
     return roles
 
 
@@ -148,7 +152,7 @@ def _jobset_roles(jobset: Mapping) -> list[RoleTemplate]:
         template = mapping_field(jobset, f"{path}.template.spec.template", job_spec.get("template"))
         name = replicated.get("name") or f"job-{i}"
         roles.append(RoleTemplate(name, f"{path}.template.spec.template", replicas * parallelism, template,
-                                  _index_label(jobset, template, None)))
+                                  _index_label(jobset, template, None, f"{path}.template.spec.template")))
     return roles
 
 
@@ -160,7 +164,7 @@ def _generic_roles(obj: Mapping) -> list[RoleTemplate]:
     replicas_field = "spec.replicas" if "replicas" in spec else "spec.parallelism"
     replicas = count_field(obj, replicas_field, spec.get("replicas", spec.get("parallelism")), 1)
     return [RoleTemplate(str(obj.get("kind") or "pod").lower(), "spec.template", replicas, template,
-                         _index_label(obj, template, None))]
+                         _index_label(obj, template, None, "spec.template"))]
 
 
 def family_of(workload: Mapping) -> str:
@@ -178,7 +182,24 @@ def family_of(workload: Mapping) -> str:
 
 
 def workload_shape(workload: Mapping) -> WorkloadShape:
-    family = family_of(workload)
+    _check_fields(workload, "", workload, ("metadata", "spec"))
+    _check_fields(workload, "metadata.", workload.get("metadata") or {}, ("labels", "annotations"))
+    shape = _shape(workload, family_of(workload))
+    pods = shape.groups * sum(role.replicas for role in shape.roles)
+    if pods > MAX_PODS:
+        raise GroupingError(f"{describe(workload)}: {pods} pods ({', '.join(f'{r.field}: {r.replicas}' for r in shape.roles)}"
+                            f"{f' x {shape.groups} groups' if shape.groups > 1 else ''}) is more than one workload "
+                            f"can have here; expected at most {MAX_PODS}")
+    return shape
+
+
+def _check_fields(owner: Mapping, path: str, container: Mapping, fields: tuple[str, ...]) -> None:
+    """Each of the container's `fields` is a mapping or unset; a GroupingError naming `path`+field otherwise."""
+    for field_name in fields:
+        mapping_field(owner, path + field_name, container.get(field_name))
+
+
+def _shape(workload: Mapping, family: str) -> WorkloadShape:
     if family == "job":
         return WorkloadShape(family, _job_roles(workload))
     if family == "kubeflow":

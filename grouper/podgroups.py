@@ -78,6 +78,9 @@ def _spec_of(podgroup: Mapping, raw: Mapping, name: str, path: str) -> SubGroupS
 
 def _parse(podgroup: Mapping) -> tuple[SubGroupSpec, dict[str, SubGroupSpec]]:
     spec = podgroup.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise _error(podgroup, _name(podgroup), f"spec={spec!r:.60} is invalid; expected a mapping "
+                                                f"(minMember, subGroups, topologyConstraint)")
     root = _spec_of(podgroup, spec, _name(podgroup), "spec")
     if _is_scheduler_plugins(podgroup):
         return root, {}
@@ -229,7 +232,7 @@ def pod_subgroup(pod: Mapping, podgroup: Mapping, tree: GroupTree) -> str:
 
 def leaf_pods(leaf: str, pods: Sequence[Mapping], podgroup: Mapping, tree: GroupTree) -> list[Mapping]:
     members = [p for p in pods if belongs(p, podgroup) and pod_subgroup(p, podgroup, tree) == leaf]
-    return sorted(members, key=lambda p: (p.get("metadata") or {}).get("name") or "")
+    return sorted(members, key=lambda p: str((p.get("metadata") or {}).get("name") or ""))
 
 
 # --- building ------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from topology.tree import TopologyTree
 
 from . import names
 from .errors import GroupingError, describe, invalid
-from .kinds import (RoleTemplate, WorkloadShape, annotations_of, count_field, family_of, parse_int,
+from .kinds import (RoleTemplate, WorkloadShape, annotations_of, count_field, family_of, mapping_field,
+                    parse_int,
                     workload_shape)
 from .priority import class_priority
 from .levels import LevelRef, check_not_coarser, find_topology, infer_topology, level_index
@@ -206,8 +207,9 @@ def _total_minimum(workload: Mapping, total: int) -> tuple[int, str] | None:
     if value is not None:
         return _int_annotation(workload, names.BATCH_MIN_MEMBER, value, "", 1, total,
                                f"the workload has {total} pods"), f"annotation {names.BATCH_MIN_MEMBER}"
-    spec = workload.get("spec") or {}
-    value = ((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}).get("minAvailable")
+    run_policy = mapping_field(workload, "spec.runPolicy", (workload.get("spec") or {}).get("runPolicy"))
+    value = mapping_field(workload, "spec.runPolicy.schedulingPolicy",
+                          run_policy.get("schedulingPolicy")).get("minAvailable")
     if value is not None:
         field_name = "spec.runPolicy.schedulingPolicy.minAvailable"
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= total:
@@ -221,7 +223,7 @@ def _apply_minimums(workload: Mapping, plans: list[RolePlan], warnings: list[str
     if not plans:
         return
     elastic = next((p for p in plans if p.role.name == "worker"), None) or max(plans, key=lambda p: p.role.replicas)
-    policy = (workload.get("spec") or {}).get("elasticPolicy") or {}
+    policy = mapping_field(workload, "spec.elasticPolicy", (workload.get("spec") or {}).get("elasticPolicy"))
     if workload.get("kind") == "PyTorchJob" and policy.get("minReplicas") is not None and elastic.role.name == "worker":
         elastic.minimum = count_field(workload, "spec.elasticPolicy.minReplicas", policy["minReplicas"], 0)
     total = _total_minimum(workload, sum(p.role.replicas for p in plans))

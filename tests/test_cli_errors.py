@@ -131,3 +131,95 @@ def test_standalone_listens_on_loopback_by_default_a_cluster_service_on_every_in
     assert Settings().host == "127.0.0.1"
     assert Settings(kubeconfig="/some/kubeconfig").host == "0.0.0.0"
     assert Settings(host="0.0.0.0").host == "0.0.0.0"
+
+
+# --- input audit: malformed cluster files and workloads end in one line naming the field ---------------------
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "offline")
+CLUSTER_NODE = ("apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {kubernetes.io/hostname: n1}}\n"
+                "status: {allocatable: {cpu: '8', nvidia.com/gpu: '8'}}\n")
+BAD_CLUSTERS = [
+    ("kind: Node\nmetadata: x\n", "Node metadata='x' is invalid; expected a mapping"),
+    ("kind: Node\nmetadata: {name: 5}\n", "Node without metadata.name (a non-empty string)"),
+    ("kind: Node\nmetadata: {name: n1}\nstatus: x\n", "Node 'n1' status='x' is invalid; expected a mapping"),
+    ("kind: Node\nmetadata: {name: n1, labels: [a]}\n", "Node 'n1' metadata.labels=['a'] is invalid"),
+    ("kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: [1]}\n", "status.allocatable=[1] is invalid"),
+    ("kind: Node\nmetadata: {name: n1}\nstatus: {conditions: x}\n", "status.conditions='x' is invalid"),
+    ("kind: Node\nmetadata: {name: n1}\nspec: {taints: [5]}\n", "spec.taints=[5] is invalid"),
+    ("kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '-1'}}\n",
+     "Node 'n1' status.allocatable['cpu']: quantity '-1' is negative; expected an amount >= 0"),
+    ("kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {nvidia.com/gpu: 100Ei}}\n",
+     "quantity '100Ei' is too large; expected at most 2^63-1 units"),
+    (CLUSTER_NODE + "---\nkind: Pod\nmetadata: {name: p}\nspec: {nodeName: n1}\nstatus: x\n",
+     "Pod default/p.status must be an object"),
+    (CLUSTER_NODE + "---\nkind: Pod\nmetadata: {name: p}\nspec: {nodeName: n1, tolerations: x}\n",
+     "Pod default/p.spec.tolerations='x' is invalid; expected a list of objects"),
+    (CLUSTER_NODE + "---\nkind: Pod\nmetadata: {name: p}\nspec: {nodeName: n1, containers: "
+                    "[{resources: {requests: {cpu: '-1'}}}]}\n", "quantity '-1' is negative"),
+    ("kind: 5\n", "object 'kind' must be a non-empty string"),
+    ("[" * 5000 + "]" * 5000, "nested too deeply"),
+]
+
+
+@pytest.mark.parametrize("text, message", BAD_CLUSTERS)
+def test_a_malformed_cluster_object_is_one_line_naming_the_field(capsys, tmp_path, text, message):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(text)
+    code, err = run(capsys, "topology", "--cluster", str(cluster))
+    assert code == 2 and one_line(err).startswith(f"error: cluster file {cluster}") and message in err
+
+
+def test_a_topology_with_a_spec_that_is_not_a_mapping_is_reported_invalid(capsys, tmp_path):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(CLUSTER_NODE + "---\napiVersion: kai.scheduler/v1alpha1\nkind: Topology\n"
+                       "metadata: {name: t}\nspec: x\n---\napiVersion: topology.volcano.sh/v1alpha1\n"
+                       "kind: HyperNode\nmetadata: {name: h}\nspec: x\n")
+    assert main(["topology", "--cluster", str(cluster)]) == 0
+    out = capsys.readouterr().out
+    assert "topology t: INVALID: Topology 't': spec='x' is invalid; expected a mapping" in out
+    assert "topology volcano: INVALID: HyperNode 'h': spec='x' is invalid; expected a mapping" in out
+
+
+WORKER = ["spec", "pytorchReplicaSpecs", "Worker"]
+BAD_WORKLOADS = [
+    (["metadata"], "x", "metadata='x' is invalid; expected a mapping"),
+    (["metadata", "annotations"], ["x"], "metadata.annotations=['x'] is invalid; expected a mapping"),
+    (["spec"], "x", "spec='x' is invalid; expected a mapping"),
+    ([*WORKER, "template", "spec"], "x", "spec.pytorchReplicaSpecs.Worker.template.spec='x' is invalid"),
+    ([*WORKER, "template", "metadata"], "x", "spec.pytorchReplicaSpecs.Worker.template.metadata='x' is invalid"),
+    (["spec", "runPolicy"], "x", "spec.runPolicy='x' is invalid; expected a mapping"),
+    (["spec", "elasticPolicy"], "x", "spec.elasticPolicy='x' is invalid; expected a mapping"),
+    ([*WORKER, "template", "spec", "tolerations"], "x", "spec.tolerations='x' is invalid; expected a list"),
+    ([*WORKER, "template", "spec", "affinity"], "x", "spec.affinity='x' is invalid"),
+    ([*WORKER, "template", "spec", "affinity"],
+     {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+         {"matchExpressions": "x"}]}}}, "nodeSelectorTerms[0].matchExpressions='x' is invalid"),
+    ([*WORKER, "template", "spec", "nodeSelector"], ["a"], "spec.nodeSelector=['a'] is invalid"),
+    ([*WORKER, "template", "spec", "containers", 0, "resources", "requests", "cpu"], "-1",
+     "quantity '-1' is negative; expected an amount >= 0"),
+    ([*WORKER, "replicas"], 10**9, "is more than one workload can have here; expected at most 100000"),
+]
+
+
+@pytest.mark.parametrize("path, value, message", BAD_WORKLOADS)
+def test_a_malformed_workload_is_one_line_naming_the_field(capsys, tmp_path, path, value, message):
+    import yaml
+    with open(os.path.join(FIXTURES, "pytorchjob.yaml")) as source:
+        workload = yaml.safe_load(source)
+    parent = workload
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    file = tmp_path / "job.yaml"
+    file.write_text(yaml.safe_dump(workload))
+    code, err = run(capsys, "plan", "--cluster", os.path.join(FIXTURES, "cluster.yaml"), "--workload", str(file))
+    assert code == 2 and one_line(err).startswith(f"error: workload file {file}: PyTorchJob ") and message in err
+
+
+def test_a_podgroup_with_a_spec_that_is_not_a_mapping_names_the_field(capsys, tmp_path):
+    file = tmp_path / "pg.yaml"
+    file.write_text("apiVersion: scheduling.run.ai/v2alpha2\nkind: PodGroup\nmetadata: {name: pg}\nspec: x\n---\n"
+                    "apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {pod-group-name: pg}}\n"
+                    "spec: {containers: [{name: m}]}\n")
+    code, err = run(capsys, "plan", "--cluster", os.path.join(FIXTURES, "cluster.yaml"), "--workload", str(file))
+    assert code == 2 and "PodGroup default/pg: group 'pg': spec='x' is invalid; expected a mapping" in one_line(err)
