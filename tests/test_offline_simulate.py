@@ -175,6 +175,15 @@ def test_an_invalid_workload_is_never_placed_and_the_others_are_simulated():
     assert "kai.scheduler/topology-required-placement" in reason and "unknown level 'galaxy'" in reason
 
 
+def test_a_workload_whose_pod_template_the_planner_cannot_read_is_never_placed_not_fatal():
+    bad = _job("bad", 1)
+    bad["spec"]["template"]["spec"]["tolerations"] = "x"
+    by_name = {r["workload"]: r for r in simulate("tas", _trace(bad, _job("after", 1))).results()}
+    assert by_name["team/after"]["placed"] == 1 and by_name["team/bad"]["placed"] is None
+    assert by_name["team/bad"]["reason"] == ("trace line 1: Job team/bad: spec.tolerations='x' is invalid; "
+                                             "expected a list of objects (key, operator, ...)")
+
+
 def test_segment_size_above_the_replicas_is_simulated_as_one_short_segment():
     short = _job("short", 2, {"kai.scheduler/topology": "default"}, {"kai.scheduler/segment-size": "4"})
     (result,) = simulate("tas", _trace(short)).results()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from grouper import keeps_apart
+from grouper.errors import describe
 from topology.cluster import Cluster
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan
@@ -95,10 +96,13 @@ def build_jobs(cluster: Cluster, entries: Sequence[TraceEntry]) -> list[SimJob]:
     for entry in entries:
         try:
             trees = gangs_of(entry.workload, cluster.topologies)
+            needs = [role_needs(cluster, tree) for tree in trees]
         except WorkloadError as err:
             jobs.append(SimJob.rejected(entry, f"trace line {entry.line}: {err}"))
             continue
-        needs = [role_needs(cluster, tree) for tree in trees]
+        except ValueError as err:       # a pod template the planner cannot read (tolerations: x)
+            jobs.append(SimJob.rejected(entry, f"trace line {entry.line}: {describe(entry.workload)}: {err}"))
+            continue
         mandatory = 0
         if gpu is not None:
             for tree, tree_needs in zip(trees, needs):
