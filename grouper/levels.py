@@ -25,6 +25,9 @@ def find_topology(obj: Mapping, name: str, source: str,
                   topologies: Mapping[str, TopologyTree]) -> TopologyTree:
     if name in topologies:
         return topologies[name]
+    invalid = getattr(topologies, "errors", {}).get(name)       # defined, but could not be built
+    if invalid:
+        raise GroupingError(f"{describe(obj)}: {source}={name!r} names an invalid topology: {invalid}")
     valid = ", ".join(sorted(topologies)) or "none defined"
     raise GroupingError(f"{describe(obj)}: {source}={name!r} names an unknown topology; "
                         f"valid topologies: {valid}")

@@ -223,3 +223,20 @@ def test_a_podgroup_with_a_spec_that_is_not_a_mapping_names_the_field(capsys, tm
                     "spec: {containers: [{name: m}]}\n")
     code, err = run(capsys, "plan", "--cluster", os.path.join(FIXTURES, "cluster.yaml"), "--workload", str(file))
     assert code == 2 and "PodGroup default/pg: group 'pg': spec='x' is invalid; expected a mapping" in one_line(err)
+
+
+@pytest.mark.parametrize("levels, reason", [
+    ("[]", "spec.levels must list at least one level"),
+    ("[5]", "levels[0]"),
+])
+def test_a_workload_naming_an_invalid_topology_is_told_why_it_is_invalid(capsys, tmp_path, levels, reason):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(CLUSTER_NODE + "---\napiVersion: kai.scheduler/v1alpha1\nkind: Topology\n"
+                       f"metadata: {{name: broken}}\nspec: {{levels: {levels}}}\n")
+    job = tmp_path / "job.yaml"
+    job.write_text("apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, annotations: "
+                   "{kai.scheduler/topology: broken, kai.scheduler/topology-required-placement: rack}}\n"
+                   "spec: {parallelism: 1, template: {spec: {containers: [{name: m}]}}}\n")
+    code, err = run(capsys, "plan", "--cluster", str(cluster), "--workload", str(job))
+    line = one_line(err)
+    assert code == 2 and "topology='broken' names an invalid topology: " in line and reason in line, line

@@ -177,8 +177,17 @@ def _tier_name(by_name: Mapping, tier: Mapping[str, int], t: int) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
+class TopologyTrees(dict):
+    """Topology trees by name. `errors` holds why each defined topology that could not be built is
+    invalid, so that a workload naming one is told why rather than that no such topology exists."""
+
+    def __init__(self, trees: Mapping[str, TopologyTree] | None = None, errors: Mapping[str, str] | None = None):
+        super().__init__(trees or {})
+        self.errors: dict[str, str] = dict(errors or {})
+
+
 def build_trees(topology_objects: Sequence[Mapping], nodes: Sequence[NodeInfo]
-                ) -> tuple[dict[str, TopologyTree], dict[str, str]]:
+                ) -> tuple[TopologyTrees, dict[str, str]]:
     """Every topology by name, and the errors of those that could not be built (name -> message)."""
     trees: dict[str, TopologyTree] = {}
     errors: dict[str, str] = {}
@@ -200,4 +209,4 @@ def build_trees(topology_objects: Sequence[Mapping], nodes: Sequence[NodeInfo]
             trees[VOLCANO_TOPOLOGY_NAME] = tree_from_hypernodes(hypernodes, nodes)
         except (TopologyError, LevelError, KeyError) as err:
             errors[VOLCANO_TOPOLOGY_NAME] = str(err)
-    return trees, errors
+    return TopologyTrees(trees, errors), errors
