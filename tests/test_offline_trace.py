@@ -45,6 +45,8 @@ def test_namespace_defaults_in_the_key():
     (line(at=True, duration=1, workload=JOB), "field 'at' must be a number of seconds"),
     (line(at=-1, duration=1, workload=JOB), "line 2: field 'at' must be >= 0, got -1"),
     (line(at=0, duration=0, workload=JOB), "line 2: field 'duration' must be > 0, got 0"),
+    (line(at=1e308, duration=1, workload=JOB), "line 2: field 'at' must be at most 1e+09 seconds (about 31 years), got 1e+308"),
+    (line(at=0, duration=1e308, workload=JOB), "field 'duration' must be at most 1e+09 seconds"),
     (line(at=0, duration=1, workload="job.yaml"), "line 2: field 'workload' must be a workload manifest"),
     (line(at=0, duration=1), "field 'workload' must be a workload manifest (an object), got null"),
     (line(at=0, duration=1, workload={**JOB, "kind": ""}), "line 2: field 'workload.kind' is required"),

@@ -76,6 +76,9 @@ def _parse_line(line: str, number: int, source: str) -> TraceEntry:
     return TraceEntry(number, at, duration, workload)
 
 
+MAX_SECONDS = 1e9       # about 31 years: far beyond any trace, far below where sums of times lose precision
+
+
 def _seconds(obj: Mapping, field: str, where: str, allow_zero: bool) -> float:
     if field not in obj:
         raise TraceError(f"{where}: missing field {field!r} (seconds)")
@@ -85,6 +88,9 @@ def _seconds(obj: Mapping, field: str, where: str, allow_zero: bool) -> float:
     if value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise TraceError(f"{where}: field {field!r} must be {bound}, got {value}")
+    if value > MAX_SECONDS:
+        raise TraceError(f"{where}: field {field!r} must be at most {MAX_SECONDS:g} seconds (about 31 years), "
+                         f"got {value:g}")
     return float(value)
 
 
