@@ -28,7 +28,28 @@ def load_objects(path: str | None) -> ClusterObjects:
         problem = pod_shape_problem(pod, f"Pod {pod_key(pod)}" if named else "Pod")
         if problem:
             raise ClusterFileError(f"cluster file {path}: {problem}")
+    repeated = _repeated_name(objects)
+    if repeated:
+        raise ClusterFileError(f"cluster file {path}: {repeated} appears more than once; names must be unique "
+                               f"(a Node by name, a Pod by namespace and name)")
     return objects
+
+
+def _repeated_name(objects: ClusterObjects) -> str | None:
+    """`Node 'n1'` or `Pod ns/p` when the file holds it twice (a concatenation of dumps, say): the model
+    would count one node or pod twice."""
+    seen: set[str] = set()
+    named = [("Node", node.get("metadata")) for node in objects.nodes] + \
+            [("Pod", pod.get("metadata")) for pod in objects.pods]
+    for kind, metadata in named:
+        if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str):
+            continue                  # reported by the reader of that object, naming the field
+        name = metadata["name"] if kind == "Node" else f"{metadata.get('namespace') or 'default'}/{metadata['name']}"
+        label = f"Node {name!r}" if kind == "Node" else f"Pod {name}"
+        if label in seen:
+            return label
+        seen.add(label)
+    return None
 
 
 def load_cluster(path: str | None) -> Cluster:
