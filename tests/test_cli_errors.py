@@ -157,6 +157,7 @@ BAD_CLUSTERS = [
     (CLUSTER_NODE + "---\nkind: Pod\nmetadata: {name: p}\nspec: {nodeName: n1, containers: "
                     "[{resources: {requests: {cpu: '-1'}}}]}\n", "quantity '-1' is negative"),
     ("kind: 5\n", "object 'kind' must be a non-empty string"),
+    ("kind: List\nitems: x\n", "a List's items must be a list of objects, got 'x'"),
     (CLUSTER_NODE + "---\n" + CLUSTER_NODE, "Node 'n1' appears more than once; names must be unique"),
     (CLUSTER_NODE + "---\nkind: Pod\nmetadata: {name: p, namespace: a}\n---\nkind: Pod\nmetadata: {name: p}\n"
      "---\nkind: Pod\nmetadata: {name: p, namespace: default}\n", "Pod default/p appears more than once"),

@@ -49,8 +49,10 @@ def _flatten(documents: Iterable) -> Iterator[dict]:
             yield from _flatten(doc)
         elif not isinstance(doc, dict):
             raise ObjectsError(f"expected a Kubernetes object (a mapping), got {type(doc).__name__}")
-        elif str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
-            yield from _flatten(doc["items"])
+        elif str(doc.get("kind", "")).endswith("List") and "items" in doc:
+            if not isinstance(doc["items"] or [], list):
+                raise ObjectsError(f"a {doc['kind']}'s items must be a list of objects, got {doc['items']!r:.40}")
+            yield from _flatten(doc["items"] or [])
         elif "kind" not in doc:
             raise ObjectsError(f"object without 'kind': {json.dumps(doc, default=str)[:120]}")
         elif not isinstance(doc["kind"], str) or not doc["kind"]:
