@@ -24,8 +24,11 @@ def holes_below(state: State, role: str, level: int, domains: np.ndarray) -> lis
     keys = []
     for below in range(level + 1, layout.depth + 1):
         largest = state.most(role, below)
+        if largest <= 0:                 # nothing of that level has room: no holes to keep
+            keys.append(np.zeros(len(domains), dtype=np.int64))
+            continue
         owner = layout.ancestors(below, level)
-        holes = (state.counts[role][below] == largest) & (owner >= 0) if largest > 0 else owner < -1
+        holes = (state.counts[role][below] == largest) & (owner >= 0)
         keys.append(np.bincount(owner[holes], minlength=layout.size(level))[domains])
     return keys
 
