@@ -55,7 +55,7 @@ def annotations_of(obj: Mapping) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("annotations") or {}
 
 
-MAX_PODS = 100_000           # pods of one workload: more than a 10,000-node cluster holds, far below what exhausts memory
+MAX_PODS = 100_000      # pods of one workload: more than a 10,000-node cluster holds, far from exhausting memory
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
@@ -132,8 +132,9 @@ def _lws_roles(lws: Mapping) -> list[RoleTemplate]:
                                                    else "workerTemplate")
     roles = [RoleTemplate("leader", leader_field, 1, leader, names.LWS_WORKER_INDEX, 0)]
     if size > 1:
-        roles.append(RoleTemplate("worker", "spec.leaderWorkerTemplate.workerTemplate", size - 1, worker,
-                                  _index_label(lws, worker, names.LWS_WORKER_INDEX, "spec.leaderWorkerTemplate.workerTemplate"), 1))
+        path = "spec.leaderWorkerTemplate.workerTemplate"
+        roles.append(RoleTemplate("worker", path, size - 1, worker,
+                                  _index_label(lws, worker, names.LWS_WORKER_INDEX, path), 1))
     return roles
 
 
@@ -187,9 +188,10 @@ def workload_shape(workload: Mapping) -> WorkloadShape:
     shape = _shape(workload, family_of(workload))
     pods = shape.groups * sum(role.replicas for role in shape.roles)
     if pods > MAX_PODS:
-        raise GroupingError(f"{describe(workload)}: {pods} pods ({', '.join(f'{r.field}: {r.replicas}' for r in shape.roles)}"
-                            f"{f' x {shape.groups} groups' if shape.groups > 1 else ''}) is more than one workload "
-                            f"can have here; expected at most {MAX_PODS}")
+        counts = ", ".join(f"{role.field}: {role.replicas}" for role in shape.roles)
+        groups = f" x {shape.groups} groups" if shape.groups > 1 else ""
+        raise GroupingError(f"{describe(workload)}: {pods} pods ({counts}{groups}) is more than one workload can "
+                            f"have here; expected at most {MAX_PODS}")
     return shape
 
 

@@ -15,8 +15,7 @@ from topology.tree import TopologyTree
 from . import names
 from .errors import GroupingError, describe, invalid
 from .kinds import (RoleTemplate, WorkloadShape, annotations_of, count_field, family_of, mapping_field,
-                    parse_int,
-                    workload_shape)
+                    parse_int, workload_shape)
 from .priority import class_priority
 from .levels import LevelRef, check_not_coarser, find_topology, infer_topology, level_index
 from .segments import lws_subgroup_shift, segment_bounds, segment_count, segment_min

@@ -28,7 +28,8 @@ class NodeInfo:
             raise ValueError("Node without metadata.name (a non-empty string)")
         where = f"Node {name!r}"
         spec, status = _mapping(obj, "spec", where), _mapping(obj, "status", where)
-        allocatable = _mapping(status, "allocatable", where, "status.") or _mapping(status, "capacity", where, "status.")
+        allocatable = (_mapping(status, "allocatable", where, "status.")
+                       or _mapping(status, "capacity", where, "status."))
         units = {}
         for resource, value in allocatable.items():
             try:
