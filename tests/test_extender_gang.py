@@ -481,7 +481,7 @@ def test_owner_not_watched_or_not_seen_yet():
     answer = filter_(client, job_pods(job)[0])          # the Job has not reached the watch yet
     assert answer["NodeNames"] == []
     assert "Job team-a/late of pod team-a/late-0 is not known to the extender yet" in \
-        next(iter(answer["FailedNodes"].values()))
+        next(iter(answer["FailedAndUnresolvableNodes"].values()))
 
 
 def test_succeeded_pods_finish_their_slots_and_a_finished_gang_is_forgotten():

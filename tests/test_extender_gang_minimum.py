@@ -28,8 +28,10 @@ def test_no_pod_gets_a_node_until_the_minimum_exists():
     client = make_client(podgroup("pg-x", 4))
     pods = [member("pg-x", i) for i in range(4)]
     answer = filter_(client, pods[0])
-    assert answer["NodeNames"] == []
-    assert set(answer["FailedNodes"].values()) == {"waiting for 3 more pods of gang team-a/pg-x: 1 of 4 exist"}
+    assert answer["NodeNames"] == [] and answer["FailedNodes"] == {}
+    # no eviction makes the missing pods exist: kube-scheduler must not run a preemption dry run for it
+    assert set(answer["FailedAndUnresolvableNodes"].values()) == {
+        "waiting for 3 more pods of gang team-a/pg-x: 1 of 4 exist"}
     assert service(client).cluster.capacity.reserved.sum() == 0          # nothing held while waiting
     for pod in pods[1:3]:
         assert filter_(client, pod)["NodeNames"] == []
@@ -55,9 +57,9 @@ def test_kai_podgroup_waits_for_its_min_member_too():
     pods = [kai_member("pg-x", i) for i in range(4)]
     answer = filter_(client, pods[0])
     assert answer["NodeNames"] == []
-    assert set(answer["FailedNodes"].values()) == {"waiting for 3 more pods of gang team-a/pg-x: 1 of 4 exist"}
+    assert set(answer["FailedAndUnresolvableNodes"].values()) == {"waiting for 3 more pods of gang team-a/pg-x: 1 of 4 exist"}
     filter_(client, pods[1])
-    assert set(filter_(client, pods[2])["FailedNodes"].values()) == {
+    assert set(filter_(client, pods[2])["FailedAndUnresolvableNodes"].values()) == {
         "waiting for 1 more pods of gang team-a/pg-x: 3 of 4 exist"}
     assert service(client).cluster.capacity.reserved.sum() == 0
     placed = [schedule(client, pod) for pod in reversed(pods)]
@@ -98,7 +100,7 @@ def test_job_gang_waits_until_the_job_controller_created_all_its_pods(fake_kube)
         wait_until(lambda: state.workload_pods.count(first) == 1, what="the first pod watched")
         answer = filter_(client, first)
         assert answer["NodeNames"] == []
-        assert set(answer["FailedNodes"].values()) == {
+        assert set(answer["FailedAndUnresolvableNodes"].values()) == {
             "waiting for 3 more pods of gang team-a/pg-batchy-uid-batchy: 1 of 4 exist"}
         assert state.cluster.capacity.reserved.sum() == 0
         rest = [create_pod(i) for i in range(1, 4)]
@@ -163,7 +165,7 @@ def test_roles_told_to_wait_are_planned_as_admitted_not_as_templated(fake_kube):
         wait_until(lambda: client.get("/readyz").status_code == 200, what="first sync")
         created = [fake_kube.create(pod) for pod in pods[:-1]]
         wait_until(lambda: state.workload_pods.count(created[0]) == 4, what="four pods watched")
-        assert "waiting for 1 more pods" in next(iter(filter_(client, created[0])["FailedNodes"].values()))
+        assert "waiting for 1 more pods" in next(iter(filter_(client, created[0])["FailedAndUnresolvableNodes"].values()))
         last = fake_kube.create(pods[-1])
         wait_until(lambda: state.workload_pods.count(last) == 5, what="every pod watched")
         answer = filter_(client, last)

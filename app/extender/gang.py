@@ -51,6 +51,10 @@ class FilterOutcome:
     error: str = ""
     ends_at: float | None = None                       # a refusal that runs out by itself: when
     final: bool = False                                # a refusal only a new pod can end (a bad spec)
+    # a refusal no eviction can end (the gang's pods do not all exist yet, a bad spec): kube-scheduler gets
+    # it as FailedAndUnresolvableNodes and skips its preemption dry run, which is serial in its cycle and
+    # on a cluster with lower-priority pods would find victims on every node and call our preempt verb
+    unresolvable: bool = False
 
 
 class GangScheduler:
@@ -94,7 +98,7 @@ class GangScheduler:
                 ident = planning.identify(state, pod)
             except planning.GroupingError as err:
                 refusal = self._refuse_all(candidates, str(err))
-                refusal.final = True
+                refusal.final = refusal.unresolvable = True
                 return None, refusal
             if ident is None:
                 return None, self._plain_filter(pod, candidates)
@@ -104,7 +108,9 @@ class GangScheduler:
             if minimum.creates_all_at_once(workload):
                 waiting = minimum.waiting_for_workload(ident.tree, state.workload_pods.count(pod), workload)
             if waiting and state.plans.get(ident.gang) is None:
-                return ident.gang, self._refuse_all(candidates, waiting)
+                refusal = self._refuse_all(candidates, waiting)
+                refusal.unresolvable = True
+                return ident.gang, refusal
             plan = self._plan_of(ident, pod, candidates)
             if self.preemptor is not None:
                 held = self.preemptor.intercept(plan, pod, candidates)

@@ -136,8 +136,9 @@ async def _on_loop_unless_busy(state, call: Callable, *args):
 async def _filter(request: Request, gangs: GangScheduler) -> Response:
     args = await parse_args(request)
     outcome = await _on_loop_unless_busy(gangs.state, gangs.filter, args.Pod, _candidates(args))
-    answer = {"Nodes": None, "NodeNames": outcome.nodes, "FailedNodes": outcome.failed,
-              "FailedAndUnresolvableNodes": {}, "Error": outcome.error}
+    resolvable, unresolvable = ({}, outcome.failed) if outcome.unresolvable else (outcome.failed, {})
+    answer = {"Nodes": None, "NodeNames": outcome.nodes, "FailedNodes": resolvable,
+              "FailedAndUnresolvableNodes": unresolvable, "Error": outcome.error}
     if args.Nodes is not None:
         passing = set(outcome.nodes)
         answer["Nodes"] = {"metadata": args.Nodes.metadata or {},

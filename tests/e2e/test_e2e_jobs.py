@@ -41,6 +41,9 @@ def test_podgroup_pods_created_one_by_one_wait_for_min_member(cluster, ns):
         ns.apply({**pod, "metadata": {"name": f"p{i}", "annotations": {"pod-group-name": "pg-x"}}})
         time.sleep(1.5)
     assert not [p for p in cluster.pods(ns.name) if p.spec.node_name], "a pod bound before minMember existed"
+    # refused as unresolvable: kube-scheduler runs no preemption dry run for pods no eviction can help
+    messages = [e.message for e in cluster.core.list_namespaced_event(ns.name).items if e.reason == "FailedScheduling"]
+    assert any("waiting for" in m and "Preemption is not helpful for scheduling" in m for m in messages), messages
     ns.apply({**pod, "metadata": {"name": "p3", "annotations": {"pod-group-name": "pg-x"}}})
     bound = cluster.wait_bound(ns.name, 4)
     assert len(distinct(cluster, bound, RACK)) == 1
