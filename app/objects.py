@@ -58,19 +58,24 @@ def pod_shape_problem(pod: Mapping, where: str) -> str | None:
     fine. The API server only ever sends schema-valid pods: this turns a hand-made or corrupted one into
     a clear refusal instead of a crash deep in the grouper."""
     for field_name in ("metadata", "spec", "status"):
-        if not isinstance(pod.get(field_name) or {}, Mapping):
+        if not _absent_or(pod.get(field_name), Mapping):
             return f"{where}.{field_name} must be an object"
     metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     for field_name in ("name", "generateName", "namespace", "uid", "resourceVersion"):
-        if not isinstance(metadata.get(field_name) or "", str):
+        if not _absent_or(metadata.get(field_name), str):
             return f"{where}.metadata.{field_name} must be a string"
     for field_name in ("labels", "annotations"):
-        entries = metadata.get(field_name) or {}
-        if not isinstance(entries, Mapping) or not all(isinstance(v, str) for v in entries.values()):
+        entries = metadata.get(field_name)
+        if not _absent_or(entries, Mapping) or not all(isinstance(v, str) for v in (entries or {}).values()):
             return f"{where}.metadata.{field_name} must be a map of strings"
-    references = metadata.get("ownerReferences") or []
-    if not isinstance(references, list) or not all(isinstance(r, Mapping) for r in references):
+    references = metadata.get("ownerReferences")
+    if not _absent_or(references, list) or not all(isinstance(r, Mapping) for r in references or []):
         return f"{where}.metadata.ownerReferences must be a list of objects"
+    for i, reference in enumerate(references or []):
+        for field_name in ("apiVersion", "kind", "name", "uid"):
+            value = reference.get(field_name)
+            if not (_absent_or(value, str) if field_name == "uid" else isinstance(value, str)):
+                return f"{where}.metadata.ownerReferences[{i}].{field_name} must be a string"
     if not isinstance(spec.get("nodeName") or "", str):
         return f"{where}.spec.nodeName must be a string"
     placement = placement_problem(spec, f"{where}.spec")
@@ -81,11 +86,19 @@ def pod_shape_problem(pod: Mapping, where: str) -> str | None:
         if not isinstance(containers, list) or not all(isinstance(c, Mapping) for c in containers):
             return f"{where}.spec.{list_name} must be a list of containers"
         for container in containers:
-            env = container.get("env") or []
-            if not isinstance(env, list) or not all(isinstance(var, Mapping) for var in env):
+            env = container.get("env")
+            if not _absent_or(env, list) or not all(isinstance(var, Mapping) for var in env or []):
                 return f"{where}.spec.{list_name}[].env must be a list of objects (name, value)"
+            if not all(isinstance(var.get("name"), str) and var["name"] for var in env or []):
+                return f"{where}.spec.{list_name}[].env[].name must be a non-empty string"
             resources = container.get("resources") or {}
             if not isinstance(resources, Mapping) or not all(
                     isinstance(resources.get(k) or {}, Mapping) for k in ("requests", "limits")):
                 return f"{where}.spec.{list_name}[].resources must hold maps of requests and limits"
     return None
+
+
+def _absent_or(value, kind: type) -> bool:
+    """Unset (None) or of `kind`: the code reading a field takes `value or {}`, but a patch built from the
+    pod writes into the field as it is, so an empty list where a map belongs must be refused too."""
+    return value is None or isinstance(value, kind)

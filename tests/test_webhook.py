@@ -784,3 +784,27 @@ def test_before_the_first_sync_grouped_pods_wait_and_others_pass():
     state.synced_once = True
     _, pod = admit_ok(client, payload("tfjob-worker-5"))
     assert labels(pod)["kai.scheduler/segment-index"] == "1"
+
+
+@pytest.mark.parametrize("name, path, value, message", [
+    ("job-generate-name-index-3", ["metadata", "labels"], [], "request.object.metadata.labels must be a map of strings"),
+    ("job-generate-name-index-3", ["metadata", "annotations"], "", "metadata.annotations must be a map of strings"),
+    ("deployment-pod", ["metadata", "ownerReferences", 0, "apiVersion"], 5,
+     "request.object.metadata.ownerReferences[0].apiVersion must be a string"),
+    ("job-generate-name-index-3", ["metadata", "ownerReferences", 0, "name"], ["x"],
+     "request.object.metadata.ownerReferences[0].name must be a string"),
+    ("deployment-pod", ["metadata", "ownerReferences", 0, "kind"], {"a": 5},
+     "request.object.metadata.ownerReferences[0].kind must be a string"),
+    ("tfjob-worker-5", ["spec", "containers", 0, "env", 0, "name"], ["x"],
+     "request.object.spec.containers[].env[].name must be a non-empty string"),
+])
+def test_a_pod_of_the_wrong_shape_is_denied_naming_the_field(client, name, path, value, message):
+    """Only a hand-made review can carry these (the API server validates pods first); still a clear denial,
+    never an internal error."""
+    body = payload(name)
+    parent = body["request"]["object"]
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    response = deny(client, body)
+    assert response["status"]["code"] == 400 and message in response["status"]["message"], response["status"]
