@@ -44,6 +44,15 @@ def test_prioritize_and_preempt_errors_answer_empty_with_a_header(client):
     assert "Pod" in response.headers["X-Extender-Error"]
 
 
+@pytest.mark.parametrize("pods", [[{"metadata": 5}], [{"metadata": {"uid": 5}}]])
+def test_a_victim_without_a_readable_uid_is_named(client, pods):
+    response = client.post("/scheduler/preempt", json={"Pod": plain_pod("p"), "NodeNameToVictims": {
+        "node-01": {"Pods": pods}}})
+    assert response.status_code == 200 and response.json() == {"NodeNameToMetaVictims": {}}
+    assert "NodeNameToVictims.node-01.Pods: pods[0].metadata.uid is required (a string)" in \
+        response.headers["X-Extender-Error"]
+
+
 def test_request_bodies_are_bounded(client):
     big = json.dumps({"Pod": plain_pod("big"), "NodeNames": ["n" * 100] * 1000}).encode()
     response = client.post("/scheduler/filter", content=big)

@@ -78,8 +78,17 @@ class MetaPod(_Wire):
     UID: str
 
 
+def _victims_with_uids(pods: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Victim pods as whole objects (nodeCacheCapable: false): the answer names each by metadata.uid."""
+    for i, pod in enumerate(pods or []):
+        metadata = pod.get("metadata")
+        if not isinstance(metadata, dict) or not isinstance(metadata.get("uid"), str):
+            raise ValueError(f"pods[{i}].metadata.uid is required (a string)")
+    return pods
+
+
 class Victims(_Wire):
-    Pods: list[dict[str, Any]] | None = None
+    Pods: Annotated[list[dict[str, Any]] | None, AfterValidator(_victims_with_uids)] = None
     NumPDBViolations: int = 0
 
 
