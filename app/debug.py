@@ -13,7 +13,7 @@ from topology.objects import ObjectsError, parse_objects
 
 from topology.nodes import NodeInfo
 
-from .objects import pod_shape_problem
+from .objects import metadata_problem, pod_shape_problem
 from .ui import tree_data
 
 
@@ -96,7 +96,8 @@ async def add_objects(request: Request) -> dict:
         metadata = obj.get("metadata") or {}
         if not isinstance(metadata, dict) or not metadata.get("name"):
             raise HTTPException(400, f"{obj.get('kind')}: metadata.name is required")
-        problem = pod_shape_problem(obj, f"Pod {metadata['name']}") if obj.get("kind") == "Pod" else None
+        problem = pod_shape_problem(obj, f"Pod {metadata['name']}") if obj.get("kind") == "Pod" else \
+            metadata_problem(metadata, f"{obj.get('kind')} {metadata['name']}")
         if obj.get("kind") == "Node":
             problem = node_problem(obj)
         if problem:                     # the watch never delivers such an object; it would break every verb

@@ -53,14 +53,9 @@ class ObjectCache:
         return iter(items)
 
 
-def pod_shape_problem(pod: Mapping, where: str) -> str | None:
-    """What makes `pod` unreadable, named by its path under `where` ("Pod", "request.object"); None when
-    fine. The API server only ever sends schema-valid pods: this turns a hand-made or corrupted one into
-    a clear refusal instead of a crash deep in the grouper."""
-    for field_name in ("metadata", "spec", "status"):
-        if not _absent_or(pod.get(field_name), Mapping):
-            return f"{where}.{field_name} must be an object"
-    metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+def metadata_problem(metadata: Mapping, where: str) -> str | None:
+    """What makes an object's metadata unreadable (names and versions not strings, labels or annotations
+    not maps of strings, owner references without apiVersion, kind and name), named under `where`."""
     for field_name in ("name", "generateName", "namespace", "uid", "resourceVersion"):
         if not _absent_or(metadata.get(field_name), str):
             return f"{where}.metadata.{field_name} must be a string"
@@ -76,6 +71,20 @@ def pod_shape_problem(pod: Mapping, where: str) -> str | None:
             value = reference.get(field_name)
             if not (_absent_or(value, str) if field_name == "uid" else isinstance(value, str)):
                 return f"{where}.metadata.ownerReferences[{i}].{field_name} must be a string"
+    return None
+
+
+def pod_shape_problem(pod: Mapping, where: str) -> str | None:
+    """What makes `pod` unreadable, named by its path under `where` ("Pod", "request.object"); None when
+    fine. The API server only ever sends schema-valid pods: this turns a hand-made or corrupted one into
+    a clear refusal instead of a crash deep in the grouper."""
+    for field_name in ("metadata", "spec", "status"):
+        if not _absent_or(pod.get(field_name), Mapping):
+            return f"{where}.{field_name} must be an object"
+    metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    problem = metadata_problem(metadata, where)
+    if problem:
+        return problem
     if not isinstance(spec.get("nodeName") or "", str):
         return f"{where}.spec.nodeName must be a string"
     placement = placement_problem(spec, f"{where}.spec")

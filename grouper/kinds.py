@@ -6,6 +6,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from topology.resources import pod_requests
+
 from . import names
 from .errors import GroupingError, describe, invalid
 
@@ -32,6 +34,11 @@ class RoleTemplate:
     @property
     def annotations(self) -> Mapping[str, str]:
         return (self.template.get("metadata") or {}).get("annotations") or {}
+
+    @property
+    def template_field(self) -> str:
+        """The template's own path (a kubeflow replica spec holds it under `.template`)."""
+        return self.field if self.field.lower().endswith("template") else f"{self.field}.template"
 
     @property
     def spec(self) -> Mapping:
@@ -193,6 +200,17 @@ def workload_shape(workload: Mapping) -> WorkloadShape:
         raise GroupingError(f"{describe(workload)}: {pods} pods ({counts}{groups}) is more than one workload can "
                             f"have here; expected at most {MAX_PODS}")
     return shape
+
+
+def check_requests(workload: Mapping, shape: WorkloadShape) -> None:
+    """Each role's pod template has requests the planner can read; a GroupingError naming the field
+    otherwise (the API server validates pod templates of built-in kinds, not of every custom resource)."""
+    for role in shape.roles:
+        spec = mapping_field(workload, f"{role.template_field}.spec", role.template.get("spec"))
+        try:
+            pod_requests(spec)
+        except ValueError as err:           # RequestError, QuantityError: the message names the field
+            raise GroupingError(f"{describe(workload)}: {role.template_field}.{err}") from None
 
 
 def _check_fields(owner: Mapping, path: str, container: Mapping, fields: tuple[str, ...]) -> None:

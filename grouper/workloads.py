@@ -14,8 +14,8 @@ from topology.tree import TopologyTree
 
 from . import names
 from .errors import GroupingError, describe, invalid
-from .kinds import (RoleTemplate, WorkloadShape, annotations_of, count_field, family_of, mapping_field,
-                    parse_int, workload_shape)
+from .kinds import (RoleTemplate, WorkloadShape, annotations_of, check_requests, count_field, family_of,
+                    mapping_field, parse_int, workload_shape)
 from .priority import class_priority
 from .levels import LevelRef, check_not_coarser, find_topology, infer_topology, level_index
 from .segments import lws_subgroup_shift, segment_bounds, segment_count, segment_min
@@ -127,7 +127,8 @@ def _root_constraint(workload: Mapping, family: str) -> Constraint:
 def _segment_size(workload: Mapping, role: RoleTemplate, family: str,
                   warnings: list[str]) -> tuple[int, str] | None:
     if family == "lws" and role.name == "worker":
-        policy = ((workload.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("subGroupPolicy") or {}
+        policy = mapping_field(workload, "spec.leaderWorkerTemplate.subGroupPolicy",
+                               ((workload.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("subGroupPolicy"))
         if policy.get("subGroupSize") is not None:
             field_name = SUBGROUP_SIZE_FIELD
             size = count_field(workload, field_name, policy["subGroupSize"], 1, minimum=1)
@@ -423,6 +424,7 @@ def group_workload(workload: Mapping, topologies: Mapping[str, TopologyTree] | N
     shape = workload_shape(workload)
     if not opts_in(workload, shape):
         return []
+    check_requests(workload, shape)
     if not shape.roles:
         raise GroupingError(f"{describe(workload)}: no pod template found; expected spec.template, "
                             f"spec.replicatedJobs or a supported kind (Job, kubeflow jobs, LeaderWorkerSet)")

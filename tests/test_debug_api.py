@@ -142,7 +142,39 @@ BAD_OBJECTS = [
     ({"kind": "Pod", "metadata": {"name": "p"}, "status": "x"}, 400, "Pod p.status must be an object"),
     ({"kind": "Pod", "metadata": {"name": "p"}, "spec": {"tolerations": "x"}}, 400, "spec.tolerations='x' is invalid"),
     ({"kind": 5, "metadata": {"name": "k"}}, 400, "object 'kind' must be a non-empty string"),
+    ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "resourceVersion": []}}, 400,
+     "Job j.metadata.resourceVersion must be a string"),
+    ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "annotations": {"kai.scheduler/topology": []}}},
+     400, "Job j.metadata.annotations must be a map of strings"),
 ]
+
+
+def _broken(job: dict, path: list, value) -> dict:
+    parent = job
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    return job
+
+
+TEMPLATE = ["spec", "template", "spec"]
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (TEMPLATE, "x", "Job team-a/llama: spec.template.spec='x' is invalid; expected a mapping"),
+    ([*TEMPLATE, "containers"], 5, "spec.template.spec.containers=5 is invalid; expected a list of containers"),
+    ([*TEMPLATE, "containers", 0, "resources", "limits", GPU], "x",
+     "spec.template.spec.containers[0].resources (nvidia.com/gpu): quantity 'x' is not a number"),
+])
+def test_a_workload_whose_template_cannot_be_read_refuses_its_pods_naming_the_field(path, value, message):
+    """Workloads of custom kinds reach the service as their CRD's schema lets them: a pod template the
+    planner cannot read refuses the gang's pods (no eviction helps), never an internal error."""
+    job = indexed_job("llama", pods=2, gpus=1)
+    pods = job_pods(job)
+    client = make_client(_broken(job, path, value))
+    answer = filter_(client, pods[0], service(client).cluster.node_names[:2])
+    assert answer["NodeNames"] == [] and answer["Error"] == ""
+    assert all(message in reason for reason in answer["FailedAndUnresolvableNodes"].values()), answer
 
 
 @pytest.mark.parametrize("obj, status, message", BAD_OBJECTS)

@@ -52,6 +52,9 @@ def pod_requests(spec: Mapping) -> dict[str, int]:
     max(sum of containers + restartable init containers (sidecars), each init container together with
     the sidecars started before it) + overhead, and one `pods` slot.
     """
+    for list_name in ("containers", "initContainers"):
+        if not isinstance(spec.get(list_name) or [], list):
+            raise RequestError(f"spec.{list_name}={spec[list_name]!r:.60} is invalid; expected a list of containers")
     total: dict[str, int] = {}
     for i, container in enumerate(spec.get("containers") or []):
         _add(total, container_requests(container, f"spec.containers[{i}]"))
