@@ -1,0 +1,72 @@
+"""Any field of a pod or of its workload set to a value of the wrong type gets a clear refusal naming
+what is wrong, never an internal error: the webhook (a hand-made review) and the extender's filter (a
+workload of a custom kind whose schema let it through, or one fed to /debug/objects)."""
+from __future__ import annotations
+
+import copy
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from grouper import expand_pods
+from service_helpers import make_client
+from webhook_helpers import PAYLOADS, make_app, owners, payload, review_of
+from fastapi.testclient import TestClient
+
+WRONG = st.sampled_from(["x", "", 5, -1, True, None, [], [5], {"a": 5}, {"a": {"b": []}}])
+
+
+def paths(obj, prefix: tuple = ()):
+    """Every path into obj (the first three items of a list)."""
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj[:3]) if isinstance(obj, list) else ()
+    for key, value in items:
+        yield (*prefix, key)
+        yield from paths(value, (*prefix, key))
+
+
+def with_value(obj: dict, path: tuple, value) -> dict:
+    obj = copy.deepcopy(obj)
+    parent = obj
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    return obj
+
+
+REVIEWS = [payload(name) for name in PAYLOADS if isinstance(payload(name)["request"].get("object"), dict)]
+REVIEW_PATHS = [(i, path) for i, review in enumerate(REVIEWS) for path in paths(review["request"]["object"])]
+WEBHOOK = TestClient(make_app()[0], raise_server_exceptions=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=st.sampled_from(REVIEW_PATHS), value=WRONG)
+def test_a_review_with_a_pod_field_of_the_wrong_type_is_answered_not_an_internal_error(case, value):
+    index, path = case
+    review = copy.deepcopy(REVIEWS[index])
+    review["request"]["object"] = with_value(review["request"]["object"], path, value)
+    response = WEBHOOK.post("/mutate", content=json.dumps(review))
+    assert response.status_code == 200, (path, value, response.text[:300])
+    assert response.json()["response"]["uid"] == review["request"]["uid"]
+
+
+OWNERS = [owner for owner in owners().values() if expand_pods(owner)]
+SKIPPED = {("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace"), ("metadata", "uid")}
+OWNER_PATHS = [(i, path) for i, owner in enumerate(OWNERS) for path in paths(owner) if path[:2] not in SKIPPED
+               and path[:1] not in SKIPPED]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from(OWNER_PATHS), value=WRONG)
+def test_a_workload_field_of_the_wrong_type_never_makes_an_internal_error(case, value):
+    index, path = case
+    owner = OWNERS[index]
+    pod = expand_pods(owner)[-1]
+    client = make_client()
+    added = client.post("/debug/objects", content=json.dumps(with_value(owner, path, value)))
+    assert added.status_code in (200, 400, 422), (path, value, added.text[:300])
+    review = client.post("/mutate", content=json.dumps(review_of(copy.deepcopy(pod), owner["kind"])))
+    assert review.status_code == 200, (path, value, review.text[:300])
+    nodes = client.app.state.service.cluster.node_names[:4]
+    answer = client.post("/scheduler/filter", content=json.dumps({"Pod": pod, "NodeNames": nodes})).json()
+    assert "internal error" not in answer["Error"], (path, value, answer["Error"])
