@@ -39,13 +39,11 @@ def _repeated_name(objects: ClusterObjects) -> str | None:
     """`Node 'n1'` or `Pod ns/p` when the file holds it twice (a concatenation of dumps, say): the model
     would count one node or pod twice."""
     seen: set[str] = set()
-    named = [("Node", node.get("metadata")) for node in objects.nodes] + \
-            [("Pod", pod.get("metadata")) for pod in objects.pods]
-    for kind, metadata in named:
+    for kind, obj in [("Node", node) for node in objects.nodes] + [("Pod", pod) for pod in objects.pods]:
+        metadata = obj.get("metadata")
         if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str):
             continue                  # reported by the reader of that object, naming the field
-        name = metadata["name"] if kind == "Node" else f"{metadata.get('namespace') or 'default'}/{metadata['name']}"
-        label = f"Node {name!r}" if kind == "Node" else f"Pod {name}"
+        label = f"Node {metadata['name']!r}" if kind == "Node" else f"Pod {pod_key(obj)}"
         if label in seen:
             return label
         seen.add(label)

@@ -96,10 +96,12 @@ async def add_objects(request: Request) -> dict:
         metadata = obj.get("metadata") or {}
         if not isinstance(metadata, dict) or not metadata.get("name"):
             raise HTTPException(400, f"{obj.get('kind')}: metadata.name is required")
-        problem = pod_shape_problem(obj, f"Pod {metadata['name']}") if obj.get("kind") == "Pod" else \
-            metadata_problem(metadata, f"{obj.get('kind')} {metadata['name']}")
-        if obj.get("kind") == "Node":
+        if obj.get("kind") == "Pod":
+            problem = pod_shape_problem(obj, f"Pod {metadata['name']}")
+        elif obj.get("kind") == "Node":
             problem = node_problem(obj)
+        else:
+            problem = metadata_problem(metadata, f"{obj.get('kind')} {metadata['name']}")
         if problem:                     # the watch never delivers such an object; it would break every verb
             raise HTTPException(422 if obj.get("kind") == "Node" else 400, problem)
         service.apply(kind_of(obj), "ADDED", obj)

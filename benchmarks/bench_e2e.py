@@ -13,7 +13,6 @@ extender path keeps at least 80% of the plain throughput at 256 nodes, every gan
 from __future__ import annotations
 
 import argparse
-import base64
 import os
 import re
 import shutil
@@ -31,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e")]
 
-from cluster import GPU, LEVELS, E2ECluster  # noqa: E402
+from cluster import GPU, LEVELS, E2ECluster, scheduler_config  # noqa: E402
 from kubernetes import watch as k8s_watch  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 from controlplane import ControlPlane, find_binaries, free_port, start  # noqa: E402
@@ -72,13 +71,12 @@ def start_null_extender(cluster: E2ECluster) -> None:
     cert, key = plane.certs.issue("null-extender", "/CN=null-extender", server=True)
     plane.processes.append(start("null-extender", [sys.executable, ROOT / "benchmarks" / "null_extender.py",
                                                    port, cert, key], plane.folder))
-    ca = plane.certs.ca_crt.read_bytes()
-    plane.start_scheduler("null-scheduler", {
-        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-        "profiles": [{"schedulerName": "null-scheduler", "percentageOfNodesToScore": 100}],
-        "extenders": [{"urlPrefix": f"https://127.0.0.1:{port}", "filterVerb": "filter", "weight": 1,
-                       "enableHTTPS": True, "tlsConfig": {"caData": base64.b64encode(ca).decode()},
-                       "httpTimeout": "5s", "nodeCacheCapable": True, "ignorable": False}]})
+    config = scheduler_config(f"https://127.0.0.1:{port}", plane.certs.ca_crt.read_bytes())
+    config["profiles"][0]["schedulerName"] = "null-scheduler"
+    for extender in config["extenders"]:
+        for verb in ("prioritizeVerb", "preemptVerb", "bindVerb"):
+            extender.pop(verb, None)
+    plane.start_scheduler("null-scheduler", config)
 
 
 def run_round(cluster: E2ECluster, namespace: str, gangs: int, pods: int, kind: str) -> dict:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import copy
 import json
 
+from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grouper import expand_pods
 from service_helpers import make_client
 from webhook_helpers import PAYLOADS, make_app, owners, payload, review_of
-from fastapi.testclient import TestClient
 
 WRONG = st.sampled_from(["x", "", 5, -1, True, None, [], [5], {"a": 5}, {"a": {"b": []}}])
 

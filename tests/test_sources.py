@@ -75,7 +75,8 @@ def test_invalid_topologies(spec, message):
 def test_several_topologies_side_by_side_and_errors_by_name():
     objects = [kai("default", (ZONE, "zone"), (RACK, "rack")), kueue("kueue", "v1beta2", BLOCK, RACK),
                kueue("broken", "v1beta1"), kueue("default", "v1beta1", ZONE)]
-    trees, errors = build_trees(objects, NODES)
+    trees = build_trees(objects, NODES)
+    errors = trees.errors
     assert sorted(trees) == ["default", "kueue"]
     assert trees["default"].source.startswith("kai.scheduler")
     assert "spec.levels must list" in errors["broken"]
@@ -179,12 +180,14 @@ def test_a_node_in_two_hypernodes_of_one_tier_joins_the_first_by_name():
 def test_a_bad_tier_is_an_error(tier):
     with pytest.raises(TopologyError, match="HyperNode 's0': spec.tier must be an integer >= 1"):
         tree_from_hypernodes([hypernode("s0", tier, nodes_exact("gpu-0"))], GPU_NODES)
-    trees, errors = build_trees([hypernode("s0", tier, nodes_exact("gpu-0"))], GPU_NODES)
+    trees = build_trees([hypernode("s0", tier, nodes_exact("gpu-0"))], GPU_NODES)
+    errors = trees.errors
     assert trees == {} and "spec.tier" in errors[VOLCANO_TOPOLOGY_NAME]
 
 
 def test_hypernodes_beside_label_topologies():
-    trees, errors = build_trees(volcano_objects() + [kai("default", ("pool", "pool"), ("rack", "rack"))], GPU_NODES)
+    trees = build_trees(volcano_objects() + [kai("default", ("pool", "pool"), ("rack", "rack"))], GPU_NODES)
+    errors = trees.errors
     assert errors == {}
     assert sorted(trees) == ["default", VOLCANO_TOPOLOGY_NAME]
     assert trees["default"].excluded == {"cpu-0": "missing level label rack"}
@@ -205,7 +208,8 @@ def test_malformed_levels_are_topology_errors(levels):
            "spec": {"levels": levels}}
     with pytest.raises(TopologyError, match="Topology 'bad': spec.levels"):
         label_levels(obj)
-    trees, errors = build_trees([obj], NODES)
+    trees = build_trees([obj], NODES)
+    errors = trees.errors
     assert trees == {} and "spec.levels" in errors["bad"]
 
 
@@ -215,7 +219,8 @@ def test_a_topology_without_a_name_is_an_error_not_a_key_error():
         tree_from_labels(obj, NODES)
     nameless = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
                 "spec": {"tier": 1, "members": nodes_exact("gpu-0")}}
-    trees, errors = build_trees([nameless], GPU_NODES)
+    trees = build_trees([nameless], GPU_NODES)
+    errors = trees.errors
     assert trees == {} and "HyperNode without metadata.name" in errors[VOLCANO_TOPOLOGY_NAME]
 
 
@@ -223,7 +228,8 @@ def test_an_invalid_regex_member_is_an_error_naming_the_field():
     bad = hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "gpu-[0"}}}])
     with pytest.raises(TopologyError, match=r"HyperNode 's0': spec.members\[0\].selector.regexMatch.pattern"):
         tree_from_hypernodes([bad], GPU_NODES)
-    trees, errors = build_trees([bad], GPU_NODES)          # a cluster sync must not crash on it
+    trees = build_trees([bad], GPU_NODES)          # a cluster sync must not crash on it
+    errors = trees.errors
     assert trees == {} and "regexMatch" in errors[VOLCANO_TOPOLOGY_NAME]
 
 

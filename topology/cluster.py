@@ -46,7 +46,7 @@ class Cluster:
             allocatable[:, column] = [n.allocatable.get(resource, 0) for n in self.nodes]
         self.capacity = Capacity(allocatable)
         self.topology_objects = list(topology_objects)
-        self.topologies, self.topology_errors = build_trees(self.topology_objects, self.nodes)
+        self.topologies = build_trees(self.topology_objects, self.nodes)
         self.pods: dict[str, Usage] = {}
         self.reservations: dict[str, Usage] = {}
         # Pod or reservation key -> its gang, for the pods an exclusive gang must not share a domain with
@@ -168,6 +168,11 @@ class Cluster:
         free = np.maximum(self.capacity.free, 0)
         unusable = self.unusable_nodes()[:, None]
         return np.where(unusable, 0, free), np.where(unusable, free, 0)
+
+    @property
+    def topology_errors(self) -> dict[str, str]:
+        """Why each defined topology that could not be built is invalid (name -> message)."""
+        return self.topologies.errors
 
     def topology(self, name: str) -> TopologyTree:
         if name in self.topologies:

@@ -186,9 +186,8 @@ class TopologyTrees(dict):
         self.errors: dict[str, str] = dict(errors or {})
 
 
-def build_trees(topology_objects: Sequence[Mapping], nodes: Sequence[NodeInfo]
-                ) -> tuple[TopologyTrees, dict[str, str]]:
-    """Every topology by name, and the errors of those that could not be built (name -> message)."""
+def build_trees(topology_objects: Sequence[Mapping], nodes: Sequence[NodeInfo]) -> TopologyTrees:
+    """Every topology by name, with the errors of those that could not be built (name -> message)."""
     trees: dict[str, TopologyTree] = {}
     errors: dict[str, str] = {}
     hypernodes = [o for o in topology_objects if o.get("kind") == "HyperNode"]
@@ -209,4 +208,4 @@ def build_trees(topology_objects: Sequence[Mapping], nodes: Sequence[NodeInfo]
             trees[VOLCANO_TOPOLOGY_NAME] = tree_from_hypernodes(hypernodes, nodes)
         except (TopologyError, LevelError, KeyError) as err:
             errors[VOLCANO_TOPOLOGY_NAME] = str(err)
-    return TopologyTrees(trees, errors), errors
+    return TopologyTrees(trees, errors)
