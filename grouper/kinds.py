@@ -25,7 +25,8 @@ class RoleTemplate:
     """One pod template of a workload and the pods made from it."""
 
     name: str                    # role name: "job", replica type lowercased, "leader" / "worker", ...
-    field: str                   # where the template sits, for messages ("spec.tfReplicaSpecs.Worker")
+    field: str                   # where the role sits, for messages ("spec.tfReplicaSpecs.Worker")
+    template_field: str          # where its pod template sits ("spec.tfReplicaSpecs.Worker.template")
     replicas: int
     template: Mapping
     index_label: str | None      # pod label holding the index (None: the pods are not indexed)
@@ -34,11 +35,6 @@ class RoleTemplate:
     @property
     def annotations(self) -> Mapping[str, str]:
         return (self.template.get("metadata") or {}).get("annotations") or {}
-
-    @property
-    def template_field(self) -> str:
-        """The template's own path (a kubeflow replica spec holds it under `.template`)."""
-        return self.field if self.field.lower().endswith("template") else f"{self.field}.template"
 
     @property
     def spec(self) -> Mapping:
@@ -91,6 +87,13 @@ def mapping_field(obj: Mapping, field: str, value) -> Mapping:
     return value
 
 
+def _role(owner: Mapping, name: str, field: str, template_field: str, replicas: int, template: Mapping,
+          default_index_label: str | None, index_offset: int = 0) -> RoleTemplate:
+    """A role whose pods carry their index in the template's pod-index-label, else the default."""
+    return RoleTemplate(name, field, template_field, replicas, template,
+                        _index_label(owner, template, default_index_label, template_field), index_offset)
+
+
 def _index_label(obj: Mapping, template: Mapping, default: str | None, path: str) -> str | None:
     """The pod-index-label annotation (pod template first, then the workload root), else the default."""
     _check_fields(obj, f"{path}.", template, ("metadata", "spec"))
@@ -109,8 +112,7 @@ def _job_roles(job: Mapping) -> list[RoleTemplate]:
         parallelism = min(parallelism, count_field(job, "spec.completions", completions, 1))
     template = mapping_field(job, "spec.template", spec.get("template"))
     default_label = names.JOB_INDEX if spec.get("completionMode") == "Indexed" else None
-    return [RoleTemplate("job", "spec.template", parallelism, template,
-                         _index_label(job, template, default_label, "spec.template"))]
+    return [_role(job, "job", "spec.template", "spec.template", parallelism, template, default_label)]
 
 
 def _kubeflow_roles(job: Mapping) -> list[RoleTemplate]:
@@ -125,8 +127,8 @@ def _kubeflow_roles(job: Mapping) -> list[RoleTemplate]:
         replica_spec = mapping_field(job, path, replica_spec)
         replicas = count_field(job, f"{path}.replicas", replica_spec.get("replicas"), 1)
         template = mapping_field(job, f"{path}.template", replica_spec.get("template"))
-        roles.append(RoleTemplate(str(replica_type).lower(), path, replicas, template,
-                                  _index_label(job, template, names.KF_REPLICA_INDEX, f"{path}.template")))
+        roles.append(_role(job, str(replica_type).lower(), path, f"{path}.template", replicas, template,
+                           names.KF_REPLICA_INDEX))
     return roles
 
 
@@ -137,11 +139,10 @@ def _lws_roles(lws: Mapping) -> list[RoleTemplate]:
     leader = mapping_field(lws, "spec.leaderWorkerTemplate.leaderTemplate", template.get("leaderTemplate")) or worker
     leader_field = "spec.leaderWorkerTemplate." + ("leaderTemplate" if template.get("leaderTemplate")
                                                    else "workerTemplate")
-    roles = [RoleTemplate("leader", leader_field, 1, leader, names.LWS_WORKER_INDEX, 0)]
+    roles = [RoleTemplate("leader", leader_field, leader_field, 1, leader, names.LWS_WORKER_INDEX, 0)]
     if size > 1:
         path = "spec.leaderWorkerTemplate.workerTemplate"
-        roles.append(RoleTemplate("worker", path, size - 1, worker,
-                                  _index_label(lws, worker, names.LWS_WORKER_INDEX, path), 1))
+        roles.append(_role(lws, "worker", path, path, size - 1, worker, names.LWS_WORKER_INDEX, 1))
     return roles
 
 
@@ -159,8 +160,8 @@ def _jobset_roles(jobset: Mapping) -> list[RoleTemplate]:
         parallelism = count_field(jobset, f"{path}.template.spec.parallelism", job_spec.get("parallelism"), 1)
         template = mapping_field(jobset, f"{path}.template.spec.template", job_spec.get("template"))
         name = replicated.get("name") or f"job-{i}"
-        roles.append(RoleTemplate(name, f"{path}.template.spec.template", replicas * parallelism, template,
-                                  _index_label(jobset, template, None, f"{path}.template.spec.template")))
+        template_field = f"{path}.template.spec.template"
+        roles.append(_role(jobset, name, template_field, template_field, replicas * parallelism, template, None))
     return roles
 
 
@@ -171,8 +172,8 @@ def _generic_roles(obj: Mapping) -> list[RoleTemplate]:
         return []
     replicas_field = "spec.replicas" if "replicas" in spec else "spec.parallelism"
     replicas = count_field(obj, replicas_field, spec.get("replicas", spec.get("parallelism")), 1)
-    return [RoleTemplate(str(obj.get("kind") or "pod").lower(), "spec.template", replicas, template,
-                         _index_label(obj, template, None, "spec.template"))]
+    return [_role(obj, str(obj.get("kind") or "pod").lower(), "spec.template", "spec.template", replicas, template,
+                  None)]
 
 
 def family_of(workload: Mapping) -> str:
