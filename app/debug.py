@@ -113,7 +113,7 @@ async def add_objects(request: Request) -> dict:
 def topologies(request: Request) -> dict:
     service = service_of(request)
     with service.lock:
-        cluster = service.current_cluster()
+        cluster = service.cluster
         return {
             "topologies": [{
                 "name": tree.name, "source": tree.source,
@@ -139,7 +139,7 @@ def topology(name: str, request: Request,
     service = service_of(request)
     cache = _tree_cache(request)
     with service.lock:
-        cluster = service.current_cluster()
+        cluster = service.cluster
         if name not in cluster.topologies:
             valid = ", ".join(sorted(cluster.topologies)) or "none"
             raise HTTPException(404, f"unknown topology {name!r}; valid topologies: {valid}")
@@ -178,7 +178,7 @@ def search(request: Request, q: str = Query(..., min_length=1, description="part
     service = service_of(request)
     needle = q.lower()
     with service.lock:
-        cluster = service.current_cluster()
+        cluster = service.cluster
         tree = cluster.topologies.get(topology or "")
         nodes = []
         for index, node in enumerate(cluster.nodes):

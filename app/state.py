@@ -175,12 +175,6 @@ class ServiceState:
         log.info("cluster synced", extra=fields(nodes=len(self.cluster.nodes), pods=len(self.cluster.pods),
                                                  topologies=sorted(self.cluster.topologies)))
 
-    def current_cluster(self) -> Cluster:
-        with self.lock:
-            if self._dirty:
-                self._rebuild()
-            return self._cluster
-
     @property
     def topologies(self) -> Mapping:
         """The topology trees of the model as last built, never rebuilt here (the webhook reads them on

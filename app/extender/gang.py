@@ -93,7 +93,7 @@ class GangScheduler:
         with state.lock:
             state.observe_pod(pod)
             state.expire()
-            state.current_cluster()
+            state.cluster                # a stale model is rebuilt before the pod is planned
             try:
                 ident = planning.identify(state, pod)
             except planning.GroupingError as err:
