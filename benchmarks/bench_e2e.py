@@ -81,7 +81,7 @@ def start_null_extender(cluster: E2ECluster) -> None:
 
 def run_round(cluster: E2ECluster, namespace: str, gangs: int, pods: int, kind: str) -> dict:
     with_extender = kind == "gangs"
-    cluster.core.create_namespace({"metadata": {"name": namespace}})
+    cluster.create_namespace(namespace)
     if with_extender:
         cluster.apply([{"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
                         "metadata": {"name": f"gang-{g}"},

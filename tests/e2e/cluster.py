@@ -127,6 +127,20 @@ class E2ECluster:
 
     # --- objects -------------------------------------------------------------------------------------------
 
+    def create_namespace(self, name: str, timeout: float = 30) -> None:
+        """A namespace, once its `default` ServiceAccount exists: until the controller manager makes it, the
+        ServiceAccount admission plugin turns every pod of the namespace away."""
+        self.core.create_namespace({"metadata": {"name": name}})
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.core.read_namespaced_service_account("default", name)
+                return
+            except k8s.ApiException as err:
+                if err.status != 404 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
     def apply(self, objects: list[dict], namespace: str | None = None) -> None:
         args = ["apply", "--server-side", "--force-conflicts", "-f", "-"]
         self.plane.kubectl(*(["-n", namespace] if namespace else []), *args,

@@ -44,7 +44,7 @@ class TestNamespace:
     def __init__(self, cluster: E2ECluster, name: str):
         self.cluster, self.name = cluster, name
         self.nodes: list[str] = []
-        cluster.core.create_namespace({"metadata": {"name": name}})
+        cluster.create_namespace(name)
 
     def add_nodes(self, layout: dict[str, tuple[str, str, str]], **kwargs) -> list[str]:
         """Nodes named `<ns>-<key>` in domains prefixed by the namespace (so tests never share a domain)."""

@@ -191,8 +191,7 @@ class ControlPlane:
             "--service-account-key-file", self.certs.sa_pub,
             "--service-account-signing-key-file", self.certs.sa_key,
             "--service-cluster-ip-range", "10.0.0.0/24", "--endpoint-reconciler-type", "none",
-            "--authorization-mode", "Node,RBAC", "--enable-admission-plugins", ADMISSION_PLUGINS,
-            "--disable-admission-plugins", "ServiceAccount"], self.folder)
+            "--authorization-mode", "Node,RBAC", "--enable-admission-plugins", ADMISSION_PLUGINS], self.folder)
         self.processes.append(apiserver)
         self.admin_kubeconfig = write_kubeconfig(self.folder / "admin.kubeconfig", self.server,
                                                  self.certs.ca_crt, *admin)
