@@ -7,7 +7,7 @@ from topology.demo import demo_objects
 from topology.objects import ClusterObjects
 
 from .files import one_line, read_text
-from .objects import pod_shape_problem
+from .state.objects import pod_shape_problem
 
 
 class ClusterFileError(ValueError):

@@ -13,7 +13,7 @@ from topology.objects import ObjectsError, parse_objects
 
 from topology.nodes import NodeInfo
 
-from .objects import metadata_problem, pod_shape_problem
+from .state.objects import metadata_problem, pod_shape_problem
 from .ui import tree_data
 
 

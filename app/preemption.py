@@ -32,7 +32,7 @@ from .extender.planning import _opted_in as planning_opted_in
 from .extender.planning import exclusive_occupancy, plan_input
 from .extender.refusal_cache import RefusalKey
 from .logs import fields, get_logger
-from .plans import GANG_REFUSED, PLANNED, GangPlan
+from .state.plans import GANG_REFUSED, PLANNED, GangPlan
 from .ports import EvictionRefused
 from .state import GANG_ANNOTATION, SLOT_ANNOTATION, ServiceState
 

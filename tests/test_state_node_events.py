@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import time
 
-import app.state as state_module
+import app.state.service as state_module
 from app.state import NODE_KIND
 
 from service_helpers import filter_, indexed_job, job_pods, make_client, node_names, service

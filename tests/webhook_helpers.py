@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app.metrics import Metrics
-from app.objects import ObjectCache
+from app.state.objects import ObjectCache
 from app.ports import WATCHED_KINDS, WatchedKind
 from app.webhook import router
 from app.webhook.caches import OwnerWaits

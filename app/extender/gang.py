@@ -27,7 +27,7 @@ from topology.quantity import format_units
 from topology.resources import BASE_RESOURCES, pod_requests
 
 from ..logs import fields, get_logger
-from ..plans import BOUND, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
+from ..state.plans import BOUND, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
 from ..state import ServiceState
 from . import admitted, minimum, planning, yielding
 from .admitted import admitted_tree

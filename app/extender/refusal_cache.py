@@ -14,8 +14,8 @@ import numpy as np
 from topology.groups import GroupTree
 from topology.nodes import PodPlacementRules
 
-from ..changes import Mark
-from ..plans import GangPlan
+from ..state.changes import Mark
+from ..state.plans import GangPlan
 from ..state import ServiceState
 
 

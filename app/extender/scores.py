@@ -10,7 +10,7 @@ from topology.counts import hop_distances
 from topology.groups import GroupTree, Slot
 from topology.tree import TopologyTree
 
-from ..plans import GangPlan, SlotState
+from ..state.plans import GangPlan, SlotState
 from ..state import ServiceState
 
 NEUTRAL_SCORE = 5

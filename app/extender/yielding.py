@@ -16,7 +16,7 @@ import numpy as np
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan
 
-from ..plans import BOUND, GANG_REFUSED, GangPlan
+from ..state.plans import BOUND, GANG_REFUSED, GangPlan
 from ..state import ServiceState
 from . import planning
 

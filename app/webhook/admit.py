@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.objects import ObjectCache, pod_shape_problem
+from app.state.objects import ObjectCache, pod_shape_problem
 from app.ports import WATCHED_KINDS, watches
 from grouper import GroupingError, OwnerRef, identify_pod, owner_of
 from grouper.kinds import family_of, workload_shape

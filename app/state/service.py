@@ -24,13 +24,13 @@ from topology.nodes import NodeInfo, PodPlacementRules
 from topology.objects import api_group
 from topology.resources import pod_requests
 
+from ..logs import fields, get_logger
+from ..metrics import Metrics
+from ..ports import WATCHED_KINDS, ClusterWriter, EventType, WatchedKind, watches
+from ..settings import Settings
 from .changes import NodeChanges
-from .logs import fields, get_logger
-from .metrics import Metrics
 from .objects import ObjectCache
 from .plans import BOUND, DONE, PLANNED, UNPLACED, GangPlan, PlanStore, SlotState, parse_slot, reservation_key
-from .ports import WATCHED_KINDS, ClusterWriter, EventType, WatchedKind, watches
-from .settings import Settings
 from .workload_pods import WorkloadPods
 
 log = get_logger(__name__)

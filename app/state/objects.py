@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from topology.nodes import placement_problem
 
-from .ports import EventType, WatchedKind
+from ..ports import EventType, WatchedKind
 
 
 def _key(obj: Mapping) -> tuple[str, str]:

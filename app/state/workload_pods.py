@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from grouper import owner_of
 
-from .ports import EventType
+from ..ports import EventType
 
 TERMINAL = ("Succeeded", "Failed")
 
