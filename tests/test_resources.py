@@ -66,6 +66,35 @@ def test_overhead_is_added_after_the_max():
     assert pod_requests(spec) == {"cpu": 2250, "memory": 120 * 2**20, "pods": 1}
 
 
+def test_pod_level_requests_replace_the_containers_sum_then_overhead_adds():
+    """PodLevelResources (on by default since v1.34): spec.resources.requests of CPU, memory and hugepages
+    stand for the whole pod; other resources still come from the containers."""
+    spec = {"containers": [container({"cpu": "1", "memory": "1Gi", GPU: "4"}), container({"cpu": "1"})],
+            "resources": {"requests": {"cpu": "16", "memory": "64Gi"}, "limits": {"cpu": "16"}},
+            "overhead": {"cpu": "250m"}}
+    assert pod_requests(spec) == {"cpu": 16250, "memory": 64 * GI, GPU: 4, "pods": 1}
+
+
+def test_pod_level_limits_stand_for_requests_no_container_makes():
+    """The API server's defaulting: a pod-level limit becomes the pod-level request of a resource no
+    container requests; a resource the containers request keeps their sum."""
+    spec = {"containers": [container({"memory": "2Gi"}, limits={GPU: "1"})],
+            "resources": {"limits": {"cpu": "8", "memory": "16Gi", "hugepages-2Mi": "1Gi"}}}
+    assert pod_requests(spec) == {"cpu": 8000, "memory": 2 * GI, "hugepages-2Mi": GI, GPU: 1, "pods": 1}
+
+
+def test_pod_level_resources_the_api_server_does_not_support_are_ignored():
+    spec = {"containers": [container({GPU: "2"})], "resources": {"requests": {GPU: "8"}, "limits": {GPU: "8"}}}
+    assert pod_requests(spec) == {GPU: 2, "pods": 1}
+
+
+def test_bad_pod_level_resources_are_named():
+    with pytest.raises(ValueError, match=r"spec\.resources"):
+        pod_requests({"containers": [], "resources": {"requests": {"cpu": "lots"}}})
+    with pytest.raises(ValueError, match=r"spec\.resources"):
+        pod_requests({"containers": [], "resources": ["cpu"]})
+
+
 def test_a_bad_quantity_is_an_error():
     with pytest.raises(QuantityError, match="'2 cores'"):
         pod_requests({"containers": [container({"cpu": "2 cores"})]})

@@ -8,6 +8,7 @@ import numpy as np
 from .quantity import QuantityError, resource_units
 
 BASE_RESOURCES = ("cpu", "memory", "pods")
+POD_LEVEL_RESOURCES = ("cpu", "memory")            # and every hugepages-<size>
 
 
 class RequestError(ValueError):
@@ -46,11 +47,30 @@ def _max(into: dict[str, int], more: Mapping[str, int]) -> None:
         into[name] = max(into.get(name, 0), value)
 
 
+def _pod_level_resource(name: str) -> bool:
+    return name in POD_LEVEL_RESOURCES or name.startswith("hugepages-")
+
+
+def pod_level_requests(spec: Mapping, containers: Mapping[str, int]) -> dict[str, int]:
+    """The pod-level requests (`spec.resources`, PodLevelResources: on by default since v1.34) that stand for
+    the containers' sum of CPU, memory and hugepages. A pod-level limit counts as the request of a resource
+    that neither the pod nor any container requests, as the API server's defaulting makes it."""
+    resources = spec.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        raise RequestError(f"spec.resources={resources!r:.60} is invalid; expected requests and limits")
+    requests = container_requests({"resources": {"requests": resources.get("requests") or {}}}, "spec")
+    limits = container_requests({"resources": {"limits": resources.get("limits") or {}}}, "spec")
+    pod_level = {name: value for name, value in limits.items() if name not in containers}
+    pod_level.update(requests)
+    return {name: value for name, value in pod_level.items() if _pod_level_resource(name)}
+
+
 def pod_requests(spec: Mapping) -> dict[str, int]:
     """Effective request of a pod spec, as the scheduler computes it.
 
     max(sum of containers + restartable init containers (sidecars), each init container together with
-    the sidecars started before it) + overhead, and one `pods` slot.
+    the sidecars started before it), with pod-level requests in its place where set, + overhead, and one
+    `pods` slot.
     """
     for list_name in ("containers", "initContainers"):
         if not isinstance(spec.get(list_name) or [], list):
@@ -71,6 +91,7 @@ def pod_requests(spec: Mapping) -> dict[str, int]:
             _max(init_peak, with_sidecars)
     _add(total, sidecars)
     _max(total, init_peak)
+    total.update(pod_level_requests(spec, total))
     _add(total, container_requests({"resources": {"requests": spec.get("overhead") or {}}}, "spec.overhead"))
     total["pods"] = total.get("pods", 0) + 1
     return {name: value for name, value in total.items() if value}

@@ -49,6 +49,21 @@ def test_limitrange_default_cpu_still_lands_the_gang_within_cpu_allocatable(clus
     assert max(per_node.values()) <= 2, per_node
 
 
+def test_pod_level_cpu_requests_are_what_the_gang_is_planned_with(cluster, ns):
+    """8 pods of 1 GPU, 16 CPUs each asked for the whole pod (spec.resources, PodLevelResources, on by
+    default since v1.34) and none by the container; one rack required. Rack x is one node of 8 GPUs and 32
+    CPUs: the tightest rack by GPUs, but by CPU it holds 2 of the pods, and a gang planned there would be
+    stuck after its first 2 bindings. Rack y (4 nodes of 64 CPUs) holds them all."""
+    job = indexed_job("podlevel", 8, 1, topology(required="rack"))
+    job["spec"]["template"]["spec"]["resources"] = {"requests": {"cpu": "16"}}
+    ns.add_nodes({"x0": ("zone-a", "block-a", "rack-x")}, cpu="32")
+    ns.add_nodes({f"y{i}": ("zone-a", "block-a", "rack-y") for i in range(4)}, cpu="64")
+    ns.apply(job)
+    bound = cluster.wait_bound(ns.name, 8, "job-name=podlevel")
+    assert distinct(cluster, bound, RACK) == {f"{ns.name}-rack-y"}
+    assert all(pod.spec.resources.requests["cpu"] == "16" for pod in bound)     # as admitted
+
+
 def test_restart_mid_gang_completes_in_the_same_domains(cluster, ns):
     ns.add_nodes({**THREE_RACKS, **ELSEWHERE})
     held = gated_gang(cluster, ns, "restart", range(4, 8))
