@@ -1,7 +1,7 @@
 """Required pod affinity and anti-affinity, as kube-scheduler's InterPodAffinity filter reads them, so the
 plan never picks a node that filter drops:
 - a role whose pods repel each other on kubernetes.io/hostname (one pod per host, common for inference)
-  gets a node per pod;
+  gets a node per pod (grouper.node_limit);
 - a role whose pods attract each other on a topology key lands in one domain of that key;
 - terms about pods already running (the gang's own bound pods included) allow or exclude whole domains.
 """
@@ -68,13 +68,6 @@ def required_terms(spec: Mapping, labels: Mapping[str, str], namespace: str) -> 
             found = PodTerm(anti, key, selector, namespaces, False)
             terms.append(PodTerm(anti, key, selector, namespaces, found.matches(labels, namespace)))
     return tuple(terms)
-
-
-def one_per_host(spec: Mapping, labels: Mapping[str, str], namespace: str) -> bool:
-    """Whether a required anti-affinity term on the hostname selects the pod itself (so its role's pods
-    need one node each)."""
-    return any(t.anti and t.selects_self and t.topology_key == HOSTNAME
-               for t in required_terms(spec, labels, namespace))
 
 
 def together_keys(terms: tuple[PodTerm, ...]) -> tuple[str, ...]:

@@ -12,7 +12,8 @@ from planner_cases import GPU as GPU_COLUMN, free_matrix, grid_topology, leaf, p
 from topology.groups import Group
 from topology.planner import plan_gang
 
-from grouper.affinity import one_per_host, selects
+from grouper.affinity import selects
+from grouper.node_limit import node_limit
 from topology.demo import demo_objects
 
 from service_helpers import filter_, indexed_job, job_pods, make_client, plain_pod, schedule, service
@@ -70,10 +71,10 @@ def test_a_term_selecting_other_pods_only_does_not_spread_the_gang():
 
 def test_selector_and_namespace_matching():
     spec = {"affinity": copy.deepcopy(ONE_PER_HOST)}
-    assert one_per_host(spec, {"app": "serve", "x": "y"}, "team-a")
-    assert not one_per_host(spec, {"app": "other"}, "team-a")
+    assert node_limit(spec, {"app": "serve", "x": "y"}, "team-a").pods == 1
+    assert node_limit(spec, {"app": "other"}, "team-a") is None
     spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["namespaces"] = ["b"]
-    assert not one_per_host(spec, LABELS, "team-a")
+    assert node_limit(spec, LABELS, "team-a") is None
     assert selects({"matchExpressions": [{"key": "app", "operator": "In", "values": ["serve"]}]}, LABELS)
     assert not selects({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, LABELS)
     assert not selects(None, LABELS) and selects({}, LABELS)
@@ -91,7 +92,7 @@ def test_planner_keeps_one_pod_per_node_around_a_bound_pod():
     job, _ = inference()
     tree = group_workload(job, cluster.topologies)[0]
     first = next(iter(tree.slots()))
-    pinned = build_plan_input(cluster, tree, bound={first: 2}, one_per_node=frozenset({first.role}))
+    pinned = build_plan_input(cluster, tree, bound={first: 2}, per_node={first.role: 1})
     plan = plan_gang(pinned)
     assert plan.placed and sorted(plan.slots.values()) == [0, 1, 2, 3]
     packed = plan_gang(build_plan_input(cluster, tree, bound={first: 2}))

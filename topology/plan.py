@@ -29,9 +29,9 @@ class PlanInput:
     unplaceable: dict[str, str] = field(default_factory=dict)  # role -> why no node can ever hold it
     allocatable: np.ndarray | None = None  # node x resource when empty: refusals say "can never fit"
     search_budget: int | None = None       # candidate tries before the search turns greedy (None: automatic)
-    # Roles whose pods repel each other per node (required pod anti-affinity on the hostname): at most
-    # one pod of these roles on a node.
-    one_per_node: frozenset[str] = frozenset()
+    # Roles of which one node may hold only a few pods, whatever its room (required pod anti-affinity on the
+    # hostname, host ports: 1; topology spread on the hostname: maxSkew): role -> that many.
+    per_node: dict[str, int] = field(default_factory=dict)
     # Roles whose pods repel each other on a coarser level (required pod anti-affinity on a rack or block
     # key): role -> the topology level index; at most one pod of the role per domain of that level.
     one_per_domain: dict[str, int] = field(default_factory=dict)

@@ -10,15 +10,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from grouper.affinity import required_terms
+from grouper.node_limit import node_limit
 from topology.groups import GroupTree, RoleSpec
 from topology.resources import pod_requests
 
 
 class AdmittedSpec(dict):
     """A role's pod spec taken from a pod the API server admitted (not from the template).
-    `one_per_host`: its required pod anti-affinity on the hostname selects the pod itself;
+    `node_limit`: the most of its pods one node may hold whatever its room (grouper.node_limit), or None;
     `pod_terms`: its required pod (anti-)affinity terms (grouper.affinity.PodTerm)."""
-    one_per_host = False
+    node_limit = None
     pod_terms: tuple = ()
     shape: tuple | None = None            # shape(self), kept: a planned role's spec is compared per pod
 
@@ -31,7 +32,7 @@ def shape(spec: Mapping) -> tuple:
         return known
     found = (sorted(pod_requests(spec).items()), repr(spec.get("tolerations") or []),
              sorted((spec.get("nodeSelector") or {}).items()), repr((spec.get("affinity") or {}).get("nodeAffinity")),
-             getattr(spec, "one_per_host", False))
+             getattr(spec, "node_limit", None))
     if isinstance(spec, AdmittedSpec):
         spec.shape = found
     return found
@@ -66,9 +67,9 @@ def admitted_tree(tree: GroupTree, planned: GroupTree | None, role: str, pod: Ma
     spec = AdmittedSpec(pod.get("spec") or {})
     spec.pop("nodeName", None)
     metadata = pod.get("metadata") or {}
-    spec.pod_terms = required_terms(spec, metadata.get("labels") or {}, metadata.get("namespace") or "default")
-    spec.one_per_host = any(t.anti and t.selects_self and t.topology_key == "kubernetes.io/hostname"
-                            for t in spec.pod_terms)
+    labels, namespace = metadata.get("labels") or {}, metadata.get("namespace") or "default"
+    spec.pod_terms = required_terms(spec, labels, namespace)
+    spec.node_limit = node_limit(spec, labels, namespace)
     current = roles.get(role)
     if current is None:
         current = RoleSpec(role, sum(slot.role == role for slot in tree.slots()))

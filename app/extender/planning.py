@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from grouper import GroupingError, PodIdentity, group_podgroup, group_workload, identify_pod, owner_of
+from grouper.node_limit import NodeLimit
 from grouper.names import KAI_PODGROUP_ANNOTATION, KAI_SUBGROUP_LABEL, SP_PODGROUP_LABEL
 from topology.cluster import pod_key
 from topology.groups import GroupTree, Slot
@@ -122,10 +123,9 @@ def plan(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str],
         result = plan_gang(plan_input(state, tree, bound=bound, candidates=candidates, free=free))
     except (ValueError, KeyError) as err:       # PlanError, LevelError, unknown topology
         return Plan(False, reason=str(err).strip("'\""))
-    alone = one_per_node_roles(tree)
-    if not result.placed and alone:
-        result.reason += (f"; {', '.join(sorted(alone))} pods take one pod per node (required pod "
-                          f"anti-affinity on kubernetes.io/hostname)")
+    if not result.placed:
+        result.reason += "".join(f"; {role} pods take {_per_node(limit.pods)} ({limit.why})"
+                                 for role, limit in sorted(node_limits(tree).items()))
     apart = pod_affinity.apart(tree, state.cluster.topologies.get(tree.topology or ""))
     if not result.placed and apart:
         result.reason += "; " + ", ".join(f"{role} pods take one {key} each (required pod anti-affinity on {key})"
@@ -153,10 +153,16 @@ def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str
     tree = pod_affinity.together(tree, cluster.topologies.get(tree.topology or ""))
     return build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
                             candidates=masks, occupied_nodes=None if others is None else others > 0, free=free,
-                            one_per_node=one_per_node_roles(tree), restricted=restricted,
+                            per_node={role: limit.pods for role, limit in node_limits(tree).items()},
+                            restricted=restricted,
                             one_per_domain=pod_affinity.apart(tree, cluster.topologies.get(tree.topology or "")))
 
 
-def one_per_node_roles(tree: GroupTree) -> frozenset[str]:
-    """Roles whose admitted pods repel each other on the hostname (grouper.affinity)."""
-    return frozenset(role for role, spec in tree.roles.items() if getattr(spec.pod_spec, "one_per_host", False))
+def _per_node(pods: int) -> str:
+    return "one pod per node" if pods == 1 else f"at most {pods} pods per node"
+
+
+def node_limits(tree: GroupTree) -> dict[str, NodeLimit]:
+    """Roles of which one node may hold only a few pods, from their admitted pods (grouper.node_limit)."""
+    limits = {role: getattr(spec.pod_spec, "node_limit", None) for role, spec in tree.roles.items()}
+    return {role: limit for role, limit in limits.items() if limit is not None}

@@ -1,5 +1,5 @@
 """Required pod affinity and anti-affinity in the plan, as kube-scheduler's InterPodAffinity filter will
-judge the nodes (one pod per host among the gang's own pods is the planner's `one_per_node`):
+judge the nodes (one pod per host among the gang's own pods is the planner's `per_node` limit):
 - `together`: a role whose pods attract each other on a topology key lands in one domain of that key (the
   role's group gets that key as its required level when it is finer than the one it has);
 - `allowed_by_running_pods`: a term about pods already running allows (affinity) or excludes
@@ -25,7 +25,7 @@ TERMINAL = ("Succeeded", "Failed")
 
 def apart(tree: GroupTree, topology: TopologyTree | None) -> dict[str, str]:
     """Roles whose pods repel each other on a topology level other than the hostname (one pod per rack,
-    per block): role -> that level's key. The hostname is the planner's one_per_node."""
+    per block): role -> that level's key. The hostname is the planner's per_node limit."""
     found = {}
     for role, terms in role_terms(tree).items():
         for term in terms:

@@ -140,7 +140,7 @@ def _plan_once(inp: PlanInput, scope: tuple[int, int] | None, exact: bool) -> Pl
                      else inp.usable.get(role, np.ones(len(inp.node_names), dtype=bool)))
               for role in inp.requests}
     root, table = _analysed(inp, layout)
-    state = State(layout, inp.free, inp.requests, usable, len(table.slots), inp.one_per_node, inp.one_per_domain)
+    state = State(layout, inp.free, inp.requests, usable, len(table.slots), inp.per_node, inp.one_per_domain)
     for slot_id, node in table.bound.items():
         state.add_bound(slot_id, node, table.slots[slot_id].role)
     spread = (inp.tree.strategy or inp.strategy) == "spread"

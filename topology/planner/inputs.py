@@ -19,7 +19,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
                      bound: Mapping[Slot, int] | None = None,
                      candidates: Mapping[str, np.ndarray] | None = None,
                      occupied_nodes: np.ndarray | None = None,
-                     free: np.ndarray | None = None, one_per_node: frozenset[str] = frozenset(),
+                     free: np.ndarray | None = None, per_node: Mapping[str, int] | None = None,
                      restricted: Mapping[str, tuple[np.ndarray, str]] | None = None,
                      one_per_domain: Mapping[str, str] | None = None, explain: bool = True) -> PlanInput:
     """Everything the planner needs about one gang on this cluster. ValueError (naming the field and the
@@ -67,7 +67,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
         resources=cluster.resources, node_names=list(cluster.node_names),
         requests=requests, usable=usable, bound=dict(bound or {}), strategy=strategy,
         occupied=occupied_masks(topology, occupied_nodes), excluded=excluded, unplaceable=unplaceable,
-        allocatable=cluster.capacity.allocatable, one_per_node=frozenset(one_per_node),
+        allocatable=cluster.capacity.allocatable, per_node=dict(per_node or {}),
         one_per_domain={role: topology.level_index(level) for role, level in (one_per_domain or {}).items()
                         if topology is not None},
         explain=explain)

@@ -90,7 +90,7 @@ def fill_packed(state: State, leaf: GroupInfo, level: int, domain: int, siblings
 def packable(state: State, nodes: np.ndarray, roles: list[str]) -> bool:
     """Whether the search may pack these roles on these nodes: few of each, no role kept apart."""
     return nodes.size <= NODES and len(roles) <= ROLES \
-        and not any(role in state.one_per_node or role in state.apart for role in roles)
+        and not any(role in state.per_node or role in state.apart for role in roles)
 
 
 def most_inside(state: State, nodes: np.ndarray, roles: list[str], least: list[int],

@@ -358,7 +358,7 @@ class Placer(LeafFill, ElasticPhase):
         """The group's segments by allotted domain when they can be filled at once (see above)."""
         shape = group.segments
         if shape is None or not shape.hard or group.k != len(group.children) or shape.role in self.state.apart \
-                or shape.role in self.state.one_per_node or self.held or self.claims:
+                or shape.role in self.state.per_node or self.held or self.claims:
             return None
         allotted: dict[int, list[GroupInfo]] = {}
         for child in group.children:

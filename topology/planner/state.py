@@ -14,11 +14,11 @@ FIT_CAP = 1 << 30          # a role requesting nothing fits "unboundedly"; keep 
 
 class State:
     def __init__(self, layout: Layout, free: np.ndarray, requests: Mapping[str, np.ndarray],
-                 usable: Mapping[str, np.ndarray], slot_count: int = 0, one_per_node: frozenset[str] = frozenset(),
+                 usable: Mapping[str, np.ndarray], slot_count: int = 0, per_node: Mapping[str, int] | None = None,
                  one_per_domain: Mapping[str, int] | None = None):
         self.layout = layout
-        self.one_per_node = frozenset(one_per_node)
-        self.alone = np.zeros(layout.node_count, dtype=np.int64)     # pods of one_per_node roles per node
+        self.per_node = dict(per_node or {})                          # role -> most of its pods on one node
+        self.limited = np.zeros(layout.node_count, dtype=np.int64)   # pods of those roles per node
         # role -> (level, pods of the role per domain of that level): one pod per domain
         self.apart = {role: (level, np.zeros(layout.size(level), dtype=np.int64))
                       for role, level in (one_per_domain or {}).items() if 0 <= level < layout.depth}
@@ -36,10 +36,10 @@ class State:
         alike: dict[tuple, str] = {}         # roles asking the same of the same nodes count alike
         self.twin: dict[str, str] = {}       # role -> a role whose pods are interchangeable with its own
         for role in self.roles:
-            key = (self.request[role].tobytes(), self.allowed[role].tobytes(), role in self.one_per_node,
+            key = (self.request[role].tobytes(), self.allowed[role].tobytes(), role in self.per_node,
                    role in self.apart)
             twin = alike.setdefault(key, role)
-            self.twin[role] = role if role in self.one_per_node or role in self.apart else twin
+            self.twin[role] = role if role in self.per_node or role in self.apart else twin
             if twin is role or role in self.apart:
                 self._recount(role)
             else:
@@ -65,8 +65,8 @@ class State:
         else:
             fit = (np.maximum(self.free[nodes][:, columns], 0) // self.request[role][columns]).min(axis=1)
             fit = np.minimum(fit, FIT_CAP)
-        if role in self.one_per_node:
-            fit = np.minimum(fit, np.maximum(1 - self.alone[nodes], 0))
+        if role in self.per_node:
+            fit = np.minimum(fit, np.maximum(self.per_node[role] - self.limited[nodes], 0))
         if role in self.apart:
             level, placed = self.apart[role]
             owner = self.layout.node_domain[level][nodes]
@@ -143,8 +143,8 @@ class State:
     def _apply(self, role: str, nodes: np.ndarray, pods: np.ndarray, sign: int) -> None:
         self.free[nodes] -= sign * pods[:, None] * self.request[role][None, :]
         self.gang[nodes] += sign * pods
-        if role in self.one_per_node:
-            self.alone[nodes] += sign * pods
+        if role in self.per_node:
+            self.limited[nodes] += sign * pods
         if role in self.apart:
             level, placed = self.apart[role]
             owner = self.layout.node_domain[level][nodes]
@@ -185,8 +185,8 @@ class State:
         """A running pod of this gang: already counted in `free`, recorded so it pins its groups."""
         self.node_of[slot_id] = node
         self.gang[node] += 1
-        if role in self.one_per_node:
-            self.alone[node] += 1
+        if role in self.per_node:
+            self.limited[node] += 1
             self._refresh(np.array([node]))
         if role in self.apart:
             level, placed = self.apart[role]
