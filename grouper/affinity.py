@@ -15,12 +15,22 @@ HOSTNAME = "kubernetes.io/hostname"
 
 def selects(selector: Mapping | None, labels: Mapping[str, str]) -> bool:
     """A metav1.LabelSelector against labels (a null selector selects nothing, an empty one everything)."""
-    if selector is None:
+    if not isinstance(selector, Mapping):
         return False
-    for key, value in (selector.get("matchLabels") or {}).items():
+    for key, value in _mapping(selector.get("matchLabels")).items():
         if labels.get(key) != value:
             return False
-    return all(_expression(labels, e) for e in selector.get("matchExpressions") or [])
+    return all(_expression(labels, _mapping(e)) for e in _list(selector.get("matchExpressions")))
+
+
+# Terms and selectors of a malformed spec (a workload file, a hand-made request) select nothing here; the
+# field is named by the check that reads it for placement (topology.nodes) or by the API server.
+def _mapping(value) -> Mapping:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
 
 
 def _expression(labels: Mapping[str, str], expression: Mapping) -> bool:
@@ -53,10 +63,12 @@ class PodTerm:
 def required_terms(spec: Mapping, labels: Mapping[str, str], namespace: str) -> tuple[PodTerm, ...]:
     """The pod's required podAffinity / podAntiAffinity terms. Terms with a non-empty namespaceSelector
     are left out: namespaces' labels are not watched (kube-scheduler still applies them)."""
-    affinity = spec.get("affinity") or {}
     terms = []
     for anti, field in ((False, "podAffinity"), (True, "podAntiAffinity")):
-        for term in (affinity.get(field) or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []:
+        for term in _list(_mapping(_mapping(spec.get("affinity")).get(field)).get(
+                "requiredDuringSchedulingIgnoredDuringExecution")):
+            if not isinstance(term, Mapping):
+                continue
             key, selector = term.get("topologyKey"), term.get("labelSelector")
             namespace_selector = term.get("namespaceSelector")
             if not key or selector is None or namespace_selector:

@@ -37,6 +37,10 @@ class RoleTemplate:
         return (self.template.get("metadata") or {}).get("annotations") or {}
 
     @property
+    def labels(self) -> Mapping[str, str]:
+        return (self.template.get("metadata") or {}).get("labels") or {}
+
+    @property
     def spec(self) -> Mapping:
         return self.template.get("spec") or {}
 

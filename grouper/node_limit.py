@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from topology.groups import GroupTree
+
 from .affinity import HOSTNAME, required_terms, selects
 
 
@@ -26,6 +28,27 @@ def node_limit(spec: Mapping, labels: Mapping[str, str], namespace: str) -> Node
     limits = [limit for limit in (_anti_affinity(spec, labels, namespace), _host_ports(spec),
                                   _topology_spread(spec, labels)) if limit is not None]
     return min(limits, key=lambda limit: limit.pods, default=None)
+
+
+def role_limits(tree: GroupTree) -> dict[str, NodeLimit]:
+    """The limited roles of a gang: from a role's admitted pod where the service has one (a spec carrying
+    `node_limit`), else from its template (or its PodGroup's first pod) and their labels."""
+    limits = {}
+    for role, spec in tree.roles.items():
+        limit = getattr(spec.pod_spec, "node_limit", _UNKNOWN)
+        if limit is _UNKNOWN:
+            limit = node_limit(spec.pod_spec, spec.pod_labels, tree.namespace)
+        if limit is not None:
+            limits[role] = limit
+    return limits
+
+
+_UNKNOWN = object()
+
+
+def limits_per_node(tree: GroupTree) -> dict[str, int]:
+    """role_limits as the planner takes them (PlanInput.per_node)."""
+    return {role: limit.pods for role, limit in role_limits(tree).items()}
 
 
 def _anti_affinity(spec: Mapping, labels: Mapping[str, str], namespace: str) -> NodeLimit | None:

@@ -257,7 +257,8 @@ def group_podgroup(podgroup: Mapping, pods: Sequence[Mapping],
         leaf.slots = [Slot(leaf.name, i) for i in range(len(members))]
         if members:
             spec = members[0].get("spec") or {}
-            tree.roles[leaf.name] = RoleSpec(leaf.name, len(members), spec)
+            labels = (members[0].get("metadata") or {}).get("labels") or {}
+            tree.roles[leaf.name] = RoleSpec(leaf.name, len(members), spec, labels)
             first_spec = first_spec or spec
         if leaf.min_member is not None and len(members) < leaf.min_member:
             warnings.append(f"{describe(podgroup)}: group {leaf.name!r} has {len(members)} pods of its "

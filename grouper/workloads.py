@@ -406,7 +406,7 @@ def _tree(workload: Mapping, name: str, root: Constraint, plans: list[RolePlan],
     return GroupTree(
         namespace=metadata.get("namespace") or "default", name=name, kind=str(workload.get("kind")),
         root=root_group,
-        roles={p.role.name: RoleSpec(p.role.name, p.role.replicas, p.role.spec) for p in plans},
+        roles={p.role.name: RoleSpec(p.role.name, p.role.replicas, p.role.spec, p.role.labels) for p in plans},
         topology=topology, strategy=strategy, priority=priority, preemption_policy=preemption,
         warnings=list(warnings), workload=_workload_label(workload, group))
 

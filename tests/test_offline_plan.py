@@ -172,3 +172,28 @@ def test_files_without_workloads_are_bad_input(tmp_path, capsys):
     code, _, err = run(capsys, "--workload", write(tmp_path, "cm.yaml", config))
     assert code == 2 and "no workload found" in err
 
+
+
+def test_host_network_ports_and_hostname_spread_hold_pods_per_node_as_the_service_does(tmp_path, capsys):
+    """4 pods of 2 GPUs pack onto one 8-GPU node; a host port takes one per node, a hostname spread of
+    maxSkew 2 (selecting the template's labels) two per node (grouper/node_limit.py, as in the service)."""
+    hostnet = job("hostnet", 4, gpus=2, required="block")
+    template = hostnet["spec"]["template"]["spec"]
+    template["hostNetwork"] = True
+    template["containers"][0]["ports"] = [{"containerPort": 29500}]
+    spread = job("spread", 4, gpus=2, required="block")
+    spread["spec"]["template"]["metadata"]["labels"] = {"app": "spread"}
+    spread["spec"]["template"]["spec"]["topologySpreadConstraints"] = [{
+        "maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "spread"}}}]
+    plain = job("plain", 4, gpus=2, required="block")
+    nodes = {}
+    for workload in (hostnet, spread, plain):
+        code, out, err = run(capsys, "--workload", write(tmp_path, f"{workload['metadata']['name']}.yaml", workload),
+                             "-o", "json")
+        assert code == 0, err
+        (gang,) = json.loads(out)["gangs"]
+        nodes[workload["metadata"]["name"]] = [pod["node"] for pod in gang["pods"]]
+    assert len(set(nodes["hostnet"])) == 4
+    assert sorted(nodes["spread"].count(node) for node in set(nodes["spread"])) == [2, 2]
+    assert len(set(nodes["plain"])) == 1

@@ -28,6 +28,7 @@ class RoleSpec:
     name: str
     replicas: int
     pod_spec: Mapping = field(default_factory=dict)   # pod template spec: requests, tolerations, selectors
+    pod_labels: Mapping = field(default_factory=dict)  # its labels (pod affinity and spread selectors read them)
 
 
 @dataclass(frozen=True)

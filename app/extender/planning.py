@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from grouper import GroupingError, PodIdentity, group_podgroup, group_workload, identify_pod, owner_of
-from grouper.node_limit import NodeLimit
+from grouper.node_limit import limits_per_node, role_limits
 from grouper.names import KAI_PODGROUP_ANNOTATION, KAI_SUBGROUP_LABEL, SP_PODGROUP_LABEL
 from topology.cluster import pod_key
 from topology.groups import GroupTree, Slot
@@ -125,7 +125,7 @@ def plan(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str],
         return Plan(False, reason=str(err).strip("'\""))
     if not result.placed:
         result.reason += "".join(f"; {role} pods take {_per_node(limit.pods)} ({limit.why})"
-                                 for role, limit in sorted(node_limits(tree).items()))
+                                 for role, limit in sorted(role_limits(tree).items()))
     apart = pod_affinity.apart(tree, state.cluster.topologies.get(tree.topology or ""))
     if not result.placed and apart:
         result.reason += "; " + ", ".join(f"{role} pods take one {key} each (required pod anti-affinity on {key})"
@@ -153,7 +153,7 @@ def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str
     tree = pod_affinity.together(tree, cluster.topologies.get(tree.topology or ""))
     return build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
                             candidates=masks, occupied_nodes=None if others is None else others > 0, free=free,
-                            per_node={role: limit.pods for role, limit in node_limits(tree).items()},
+                            per_node=limits_per_node(tree),
                             restricted=restricted,
                             one_per_domain=pod_affinity.apart(tree, cluster.topologies.get(tree.topology or "")))
 
@@ -161,8 +161,3 @@ def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str
 def _per_node(pods: int) -> str:
     return "one pod per node" if pods == 1 else f"at most {pods} pods per node"
 
-
-def node_limits(tree: GroupTree) -> dict[str, NodeLimit]:
-    """Roles of which one node may hold only a few pods, from their admitted pods (grouper.node_limit)."""
-    limits = {role: getattr(spec.pod_spec, "node_limit", None) for role, spec in tree.roles.items()}
-    return {role: limit for role, limit in limits.items() if limit is not None}

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 
 from grouper import keeps_apart
+from grouper.node_limit import limits_per_node
 from topology.cluster import Cluster, pod_key
 from topology.groups import Slot
 from topology.plan import Plan
@@ -34,7 +35,7 @@ def plan_gangs(cluster: Cluster, gangs: Sequence[FileGang], strategy: str = "bin
                 cluster.apart[pod_key(pod)] = gang.tree.key
         try:
             plan = plan_for(cluster, gang.tree, strategy=gang.tree.strategy or strategy, bound=bound or None,
-                            occupied_nodes=occupied_nodes(cluster, gang.tree))
+                            occupied_nodes=occupied_nodes(cluster, gang.tree), per_node=limits_per_node(gang.tree))
         except (ValueError, KeyError) as err:
             raise WorkloadError(f"workload file {gang.source}: {gang.workload}: {str(err).strip(chr(39))}") from None
         if plan.placed:

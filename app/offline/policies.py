@@ -25,6 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
+from grouper.node_limit import limits_per_node
 from topology.cluster import Cluster
 from topology.counts import pods_per_node, segments_by_level, sum_by_level
 from topology.groups import GroupTree, Slot
@@ -81,7 +82,8 @@ class TasPolicy:
             if len(self._inputs) > 4096:
                 self._inputs.clear()
             inp = replace(build_plan_input(cluster, tree, strategy=tree.strategy or self.strategy,
-                                           occupied_nodes=occupied, explain=explain), keep_analysis=True)
+                                           occupied_nodes=occupied, per_node=limits_per_node(tree), explain=explain),
+                          keep_analysis=True)
             self._inputs[id(tree)] = (cluster, tree, list(cluster.nodes), inp)
             return inp
         inp = kept[3]
