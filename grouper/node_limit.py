@@ -30,6 +30,9 @@ def node_limit(spec: Mapping, labels: Mapping[str, str], namespace: str) -> Node
     return min(limits, key=lambda limit: limit.pods, default=None)
 
 
+_UNKNOWN = object()
+
+
 def role_limits(tree: GroupTree) -> dict[str, NodeLimit]:
     """The limited roles of a gang: from a role's admitted pod where the service has one (a spec carrying
     `node_limit`), else from its template (or its PodGroup's first pod) and their labels."""
@@ -41,9 +44,6 @@ def role_limits(tree: GroupTree) -> dict[str, NodeLimit]:
         if limit is not None:
             limits[role] = limit
     return limits
-
-
-_UNKNOWN = object()
 
 
 def limits_per_node(tree: GroupTree) -> dict[str, int]:
