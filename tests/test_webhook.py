@@ -349,6 +349,18 @@ def test_scheduler_name_left_alone_without_topology():
     assert labels(pod)["kai.scheduler/subgroup-name"] == "job"
 
 
+# --- what the plan cannot see --------------------------------------------------------------------------
+def test_devices_claimed_through_dra_are_admitted_with_a_warning(client):
+    """A gang pod asking for devices through spec.resourceClaims (DRA): the plan counts extended resources
+    only, so the user is told at admission rather than by a gang kube-scheduler leaves half bound."""
+    body = payload("tfjob-worker-5")
+    body["request"]["object"]["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "x"}]
+    response, pod = admit_ok(client, body)
+    assert any("spec.resourceClaims" in w and "(DRA)" in w and "nvidia.com/gpu" in w for w in response["warnings"])
+    assert labels(pod)["kai.scheduler/segment-index"]                 # grouped and stamped all the same
+    assert "warnings" not in admit_ok(client, payload("tfjob-worker-5"))[0]
+
+
 # --- values the user already set ---------------------------------------------------------------------
 def test_user_env_of_the_same_name_is_kept_with_a_warning(client):
     body = payload("tfjob-worker-5")

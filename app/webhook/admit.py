@@ -106,7 +106,16 @@ def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context) -> Decisio
     scheduler = settings.scheduler_name if settings.set_scheduler_name and identity.topology else None
     injection = injection_for(identity, tree, scheduler, membership=not is_podgroup(owner_obj))
     mutation = pod_mutation(pod, injection)
-    return Decision(True, mutation.operations, warnings + mutation.warnings)
+    return Decision(True, mutation.operations, warnings + _unseen_devices(pod) + mutation.warnings)
+
+
+def _unseen_devices(pod: Mapping) -> list[str]:
+    """Devices claimed through Dynamic Resource Allocation are invisible to the plan."""
+    if not (pod.get("spec") or {}).get("resourceClaims"):
+        return []
+    return ["spec.resourceClaims: devices claimed through Dynamic Resource Allocation (DRA) are not counted by "
+            "the gang's plan, which counts extended resources (nvidia.com/gpu); kube-scheduler may drop the "
+            "nodes planned for this gang and leave it partly bound"]
 
 
 def _identify(pod: Mapping, owner_obj: Mapping, context: Context):
