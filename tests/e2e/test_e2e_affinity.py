@@ -51,6 +51,26 @@ def test_host_network_ports_keep_the_gang_one_pod_per_node(cluster, ns):
     assert distinct(cluster, bound, RACK) == {f"{ns.name}-rack-b"}
 
 
+def test_a_host_port_another_pod_holds_keeps_the_gang_off_that_node(cluster, ns):
+    """A pod of another workload holds port 29500 on a0. Rack a (4 nodes) is the tightest rack for 4 pods
+    of 8 GPUs, but with a0 out it holds 3; rack b (5 nodes) holds them all. The plan is not told about
+    other pods' ports: kube-scheduler's NodePorts filter leaves a0 out of the candidates it sends with the
+    first pod, and the role is planned on those."""
+    ns.add_nodes({**{f"a{i}": ("zone-a", "block-a", "rack-a") for i in range(4)},
+                  **{f"b{i}": ("zone-a", "block-a", "rack-b") for i in range(5)}})
+    ns.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "port-holder"},
+              "spec": {"schedulerName": "default-scheduler", "nodeSelector": {"kubernetes.io/hostname": f"{ns.name}-a0"},
+                       "tolerations": [{"operator": "Exists"}],
+                       "containers": [{"name": "main", "image": "busybox:1.36",
+                                       "ports": [{"containerPort": 29500, "hostPort": 29500}]}]}})
+    cluster.wait_bound(ns.name, 1)
+    job = serve_job("ported", 4, 8)
+    job["spec"]["template"]["spec"]["containers"][0]["ports"] = [{"containerPort": 29500, "hostPort": 29500}]
+    ns.apply(job)
+    bound = cluster.wait_bound(ns.name, 4, "job-name=ported")
+    assert distinct(cluster, bound, RACK) == {f"{ns.name}-rack-b"}
+
+
 def test_hostname_topology_spread_holds_the_gang_to_max_skew_per_node(cluster, ns):
     """maxSkew 2 on the hostname, DoNotSchedule: 8 pods of 1 GPU take at most 2 per node, so rack a
     (2 nodes of 8 GPUs, the tightest by GPUs) holds 4 of them and rack b (4 nodes) all 8."""

@@ -11,8 +11,8 @@ TWO_RACKS_OF_FIVE = {f"{r}{n}": ("zone-a", "block-a", f"rack-{r}") for r in "xy"
 
 
 def test_a_pod_refused_while_the_scheduler_lags_is_woken_and_replanned(cluster, ns):
-    """kube-scheduler leaves a planned node out for a reason the planner does not model (its host port is
-    taken). The slot's pod is refused while the lag grace runs (capacity freed moments ago looks the
+    """kube-scheduler leaves a planned node out for a reason the plan could not foresee (a pod that takes
+    its host port after the gang was planned). The slot's pod is refused while the lag grace runs (capacity freed moments ago looks the
     same), its siblings bind, and then nothing in the cluster changes. The service wakes the pod when the
     grace is over; its next filter call re-plans the slot on the spare node of its rack. Without the
     wake-up it waits for kube-scheduler's five-minute flush."""
