@@ -108,8 +108,8 @@ def run_round(cluster: E2ECluster, namespace: str, gangs: int, pods: int, kind: 
     created = time.monotonic() - started
     bound_at = bindings.wait(timeout=600)
     elapsed = max(bound_at.values()) - started
+    cpu = cpu_used(cpu, cpu_seconds(cluster), elapsed)        # before the checks below read every pod
     bound = cluster.wait_bound(namespace, len(objects), timeout=60)
-    cpu = cpu_used(cpu, cpu_seconds(cluster), elapsed)
     result = {"pods": len(objects), "seconds": elapsed, "create_seconds": created,
               "pods_per_second": len(objects) / elapsed, "violations": 0,
               "latency": latency_means(latencies, latency_totals(cluster)), "cpu": cpu,
