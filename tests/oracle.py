@@ -10,7 +10,9 @@ The rules, read straight from the model:
 - gang minimums: a leaf places at least min_member pods (all when None); an inner group has at least
   min_subgroup satisfied children (all when None) and at least min_member pods in its satisfied
   children; a plan places no new pod that does not count (in a group below its minimum);
-- running (bound) slots stay where they are.
+- running (bound) slots stay where they are;
+- pods per node (PlanInput.per_node): a node holds no more pods of the limited roles, together, than
+  the limit of any of them it holds (the instances here give limited roles one limit).
 """
 from __future__ import annotations
 
@@ -75,6 +77,7 @@ def hard_violations(inp: PlanInput, assignment: dict[Slot, int]) -> list[str]:
     over = (used > 0) & (used > inp.free)
     for node in np.flatnonzero(over.any(axis=1)):
         problems.append(f"node {node} over capacity")
+    problems += _over_node_limits(inp, assignment)
     for group in inp.tree.groups():
         level = level_index(inp, group.required_level)
         if level is None:
@@ -93,6 +96,15 @@ def hard_violations(inp: PlanInput, assignment: dict[Slot, int]) -> list[str]:
                    for s, n in assignment.items() if s not in own):
                 problems.append(f"exclusive group {group.name} shares its domain with other pods of the gang")
     return problems
+
+
+def _over_node_limits(inp: PlanInput, assignment: dict[Slot, int]) -> list[str]:
+    limited: dict[int, list[str]] = {}
+    for slot, node in assignment.items():
+        if slot.role in inp.per_node:
+            limited.setdefault(node, []).append(slot.role)
+    return [f"node {node} holds {len(roles)} pods of roles limited to {min(inp.per_node[r] for r in roles)}"
+            for node, roles in limited.items() if len(roles) > min(inp.per_node[r] for r in roles)]
 
 
 def check_plan(inp: PlanInput, plan: Plan) -> list[str]:
@@ -125,6 +137,9 @@ def brute_force(inp: PlanInput) -> dict[Slot, int] | None:
             required.append((set(group.all_slots()), level))
     free = inp.free.copy()
     assignment = dict(bound)
+    limited = np.zeros(nodes, dtype=np.int64)          # pods of per_node roles on each node
+    for slot, node in bound.items():
+        limited[node] += slot.role in inp.per_node
 
     def consistent(slot: Slot, node: int) -> bool:
         for members, level in required:
@@ -154,12 +169,17 @@ def brute_force(inp: PlanInput) -> dict[Slot, int] | None:
                 continue
             if not consistent(slot, node):
                 continue
+            limit = inp.per_node.get(slot.role)
+            if limit is not None and limited[node] >= limit:
+                continue
             free[node] -= request
+            limited[node] += limit is not None
             assignment[slot] = node
             if search(position + 1, (leaf.name, slot.role, node)):
                 return True
             del assignment[slot]
             free[node] += request
+            limited[node] -= limit is not None
         # leave it out (every later slot of the same leaf and role is then left out too)
         if same and previous[2] == nodes:
             return search(position + 1, previous)

@@ -1,6 +1,7 @@
 """Hand-built clusters and group trees for the planner tests (no dependency on the grouper)."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -138,6 +139,16 @@ def random_gang(rng: np.random.Generator, level_names: list[str], pods: int = 7)
     return Group("job", children=children, required_level=level(), preferred_level=level(),
                  min_subgroup=int(rng.integers(1, len(children) + 1)) if rng.integers(0, 4) == 0 else None,
                  min_member=int(rng.integers(1, total + 1)) if rng.integers(0, 4) == 0 else None)
+
+
+def random_limited_instance(seed: int) -> PlanInput:
+    """random_instance(seed) with some roles held to a few pods per node (host ports, hostname spread or
+    anti-affinity): the workers, or master and workers with one limit, of 1 or 2 pods."""
+    inp = random_instance(seed)
+    rng = np.random.default_rng([seed, 1])
+    limit = int(rng.integers(1, 3))
+    roles = ("w",) if rng.integers(0, 2) else ("m", "w")
+    return dataclasses.replace(inp, per_node={role: limit for role in roles})
 
 
 def random_instance(seed: int) -> PlanInput:

@@ -7,7 +7,8 @@ import dataclasses
 import numpy as np
 
 from oracle import brute_force, check_plan
-from planner_cases import free_matrix, grid_topology, leaf, plan_input, random_instance, request, segmented
+from planner_cases import (free_matrix, grid_topology, leaf, plan_input, random_instance, random_limited_instance,
+                           request, segmented)
 
 from topology.groups import Group
 from topology.planner import plan_gang
@@ -62,6 +63,45 @@ def test_random_fragmented_instances_match_the_brute_force():
             misses.append(seed)
     assert broken == [] and misses == []
     assert feasible > INSTANCES // 3          # the generator keeps producing instances worth checking
+
+
+def test_random_instances_with_pods_per_node_limits_match_the_brute_force():
+    """The same instances with the workers (or master and workers) held to 1 or 2 pods per node: the
+    planner places exactly when some placement keeping the limit exists, and never exceeds it."""
+    misses, broken, feasible = [], [], 0
+    for seed in range(INSTANCES // 2):
+        inp = random_limited_instance(seed)
+        plan = plan_gang(inp)
+        problems = check_plan(inp, plan)
+        if problems:
+            broken.append((seed, problems))
+        possible = brute_force(inp) is not None
+        feasible += possible
+        if possible != plan.placed:
+            misses.append(seed)
+    assert broken == [] and misses == []
+    assert feasible > INSTANCES // 8
+
+
+def test_roles_sharing_a_node_limit_are_bounded_together():
+    """Found by the long run: a master and six workers each held to one pod per node (one count on the
+    node for both). Counting each role's pods per node on its own, the joint bound let both roles share
+    a node, and the search spent its budget on blocks that could not hold them."""
+    inp = random_limited_instance(5158)
+    assert inp.per_node == {"m": 1, "w": 1}
+    plan = plan_gang(inp)
+    assert check_plan(inp, plan) == []
+    assert plan.placed, plan.reason
+
+
+def test_the_limits_of_the_random_instances_bind():
+    """Planned without their limits, many of these gangs would break them (413 of the first 1,000)."""
+    binding = 0
+    for seed in range(200):
+        inp = random_limited_instance(seed)
+        unlimited = plan_gang(dataclasses.replace(inp, per_node={}))
+        binding += unlimited.placed and bool(check_plan(inp, unlimited))
+    assert binding > 40
 
 
 def test_the_random_instances_cover_levels_roles_segments_and_minimums():

@@ -116,15 +116,27 @@ def _per_domain(state: State, roles: tuple[str, ...], level: int) -> tuple[np.nd
         fit = np.stack([state.fit[role] for role in roles])
         usable = fit.max(axis=0) > 0
         rooms = np.where(usable[:, None], np.maximum(state.free, 0), 0)
-        found = (_domain_sum(state, _pod_bound(state.free, requests, fit), level),
+        found = (_domain_sum(state, _pod_bound(state.free, requests, fit, _together(state, roles, fit)), level),
                  _domain_sum(state, rooms, level).T)
         state.memo[key] = found
     return found
 
 
-def _pod_bound(free: np.ndarray, requests: np.ndarray, fits: np.ndarray) -> np.ndarray:
-    """Pods of the roles together that could share each node."""
-    bound = fits.sum(axis=0)
+def _together(state: State, roles: tuple[str, ...], fit: np.ndarray) -> np.ndarray:
+    """Pods of the roles each node could take, their own fits summed; roles held to a few pods per node
+    share one count there (State.limited), so together they take no more than the largest limit allows."""
+    limited = [i for i, role in enumerate(roles) if role in state.per_node]
+    if len(limited) < 2:
+        return fit.sum(axis=0)
+    most = max(state.per_node[roles[i]] for i in limited)
+    shared = np.minimum(fit[limited].sum(axis=0), np.maximum(most - state.limited, 0))
+    return fit.sum(axis=0) - fit[limited].sum(axis=0) + shared
+
+
+def _pod_bound(free: np.ndarray, requests: np.ndarray, fits: np.ndarray, together: np.ndarray) -> np.ndarray:
+    """Pods of the roles together that could share each node (`together`: their fits, summed as
+    `_together` does)."""
+    bound = together
     shared = np.flatnonzero((requests > 0).all(axis=0))
     if shared.size:
         smallest = requests[:, shared].min(axis=0)
