@@ -91,5 +91,18 @@ def _topology_spread(spec: Mapping, labels: Mapping[str, str]) -> NodeLimit | No
     return NodeLimit(min(skews), f"topology spread on {HOSTNAME}, maxSkew {min(skews)}")
 
 
+def unmodelled_spreads(spec: Mapping, labels: Mapping[str, str]) -> list[str]:
+    """Topology keys of `DoNotSchedule` spread constraints selecting the pod on keys other than the
+    hostname: kube-scheduler spreads such pods over every domain of the key, which a gang kept in one
+    domain cannot satisfy, and the plan does not model it."""
+    keys = []
+    for constraint in _mappings(spec.get("topologySpreadConstraints")):
+        key = constraint.get("topologyKey")
+        if isinstance(key, str) and key != HOSTNAME and constraint.get("whenUnsatisfiable") == "DoNotSchedule" \
+                and selects(constraint.get("labelSelector"), labels):
+            keys.append(key)
+    return keys
+
+
 def _mappings(value) -> list[Mapping]:
     return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []

@@ -361,6 +361,21 @@ def test_devices_claimed_through_dra_are_admitted_with_a_warning(client):
     assert "warnings" not in admit_ok(client, payload("tfjob-worker-5"))[0]
 
 
+def test_a_hard_spread_over_zones_is_admitted_with_a_warning(client):
+    """DoNotSchedule on the zone key spreads the gang over every zone; the plan keeps a gang together and
+    models the hostname key only."""
+    body = payload("tfjob-worker-5")
+    pod = body["request"]["object"]
+    labels_ = pod["metadata"]["labels"]
+    spread = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+              "labelSelector": {"matchLabels": dict(labels_)}}
+    pod["spec"]["topologySpreadConstraints"] = [spread, dict(spread, topologyKey="kubernetes.io/hostname"),
+                                                dict(spread, whenUnsatisfiable="ScheduleAnyway")]
+    response, _ = admit_ok(client, body)
+    notes = [w for w in response["warnings"] if "topologySpreadConstraints" in w]
+    assert len(notes) == 1 and "DoNotSchedule on topology.kubernetes.io/zone" in notes[0], notes
+
+
 # --- values the user already set ---------------------------------------------------------------------
 def test_user_env_of_the_same_name_is_kept_with_a_warning(client):
     body = payload("tfjob-worker-5")

@@ -22,7 +22,9 @@ from app.state.objects import ObjectCache, pod_shape_problem
 from app.ports import WATCHED_KINDS, watches
 from grouper import GroupingError, OwnerRef, identify_pod, owner_of
 from grouper.kinds import family_of, workload_shape
+from grouper.affinity import HOSTNAME
 from grouper.names import KUEUE_SLICE_SIZE, OPT_IN_ANNOTATIONS, POD_INDEX_LABEL, SEGMENT_SIZE
+from grouper.node_limit import unmodelled_spreads
 from grouper.podgroups import is_podgroup, validate_podgroup
 from topology.tree import TopologyTree
 
@@ -106,7 +108,8 @@ def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context) -> Decisio
     scheduler = settings.scheduler_name if settings.set_scheduler_name and identity.topology else None
     injection = injection_for(identity, tree, scheduler, membership=not is_podgroup(owner_obj))
     mutation = pod_mutation(pod, injection)
-    return Decision(True, mutation.operations, warnings + _unseen_devices(pod) + mutation.warnings)
+    unmodelled = _unseen_devices(pod) + _unmodelled_spreads(pod)
+    return Decision(True, mutation.operations, warnings + unmodelled + mutation.warnings)
 
 
 def _unseen_devices(pod: Mapping) -> list[str]:
@@ -116,6 +119,14 @@ def _unseen_devices(pod: Mapping) -> list[str]:
     return ["spec.resourceClaims: devices claimed through Dynamic Resource Allocation (DRA) are not counted by "
             "the gang's plan, which counts extended resources (nvidia.com/gpu); kube-scheduler may drop the "
             "nodes planned for this gang and leave it partly bound"]
+
+
+def _unmodelled_spreads(pod: Mapping) -> list[str]:
+    keys = unmodelled_spreads(pod.get("spec") or {}, (pod.get("metadata") or {}).get("labels") or {})
+    return [f"spec.topologySpreadConstraints: whenUnsatisfiable DoNotSchedule on {key} spreads this gang's pods "
+            f"over every {key} domain, which the gang's plan does not do (only {HOSTNAME} is modelled); "
+            f"kube-scheduler may drop the nodes planned for it. Use ScheduleAnyway, or a topology placement "
+            f"annotation, to say where the gang goes" for key in keys]
 
 
 def _identify(pod: Mapping, owner_obj: Mapping, context: Context):
