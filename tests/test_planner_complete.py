@@ -47,12 +47,11 @@ def test_a_gang_no_rack_holds_is_refused_quickly():
 INSTANCES = 2000
 
 
-def test_random_fragmented_instances_match_the_brute_force():
-    """Seeded tiny fragmented clusters of 3-5 levels, gangs of a master and worker segments with
-    minimums: the planner places exactly when some placement exists, and never breaks a rule."""
+def against_brute_force(make, seeds: range) -> tuple[list, list, int]:
+    """(misses, broken rules, feasible instances) of the planner over `make(seed)` for the seeds."""
     misses, broken, feasible = [], [], 0
-    for seed in range(INSTANCES):
-        inp = random_instance(seed)
+    for seed in seeds:
+        inp = make(seed)
         plan = plan_gang(inp)
         problems = check_plan(inp, plan)
         if problems:
@@ -61,6 +60,13 @@ def test_random_fragmented_instances_match_the_brute_force():
         feasible += possible
         if possible != plan.placed:
             misses.append(seed)
+    return misses, broken, feasible
+
+
+def test_random_fragmented_instances_match_the_brute_force():
+    """Seeded tiny fragmented clusters of 3-5 levels, gangs of a master and worker segments with
+    minimums: the planner places exactly when some placement exists, and never breaks a rule."""
+    misses, broken, feasible = against_brute_force(random_instance, range(INSTANCES))
     assert broken == [] and misses == []
     assert feasible > INSTANCES // 3          # the generator keeps producing instances worth checking
 
@@ -68,17 +74,7 @@ def test_random_fragmented_instances_match_the_brute_force():
 def test_random_instances_with_pods_per_node_limits_match_the_brute_force():
     """The same instances with the workers (or master and workers) held to 1 or 2 pods per node: the
     planner places exactly when some placement keeping the limit exists, and never exceeds it."""
-    misses, broken, feasible = [], [], 0
-    for seed in range(INSTANCES // 2):
-        inp = random_limited_instance(seed)
-        plan = plan_gang(inp)
-        problems = check_plan(inp, plan)
-        if problems:
-            broken.append((seed, problems))
-        possible = brute_force(inp) is not None
-        feasible += possible
-        if possible != plan.placed:
-            misses.append(seed)
+    misses, broken, feasible = against_brute_force(random_limited_instance, range(INSTANCES // 2))
     assert broken == [] and misses == []
     assert feasible > INSTANCES // 8
 
