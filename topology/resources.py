@@ -55,7 +55,9 @@ def pod_level_requests(spec: Mapping, containers: Mapping[str, int]) -> dict[str
     """The pod-level requests (`spec.resources`, PodLevelResources: on by default since v1.34) that stand for
     the containers' sum of CPU, memory and hugepages. A pod-level limit counts as the request of a resource
     that neither the pod nor any container requests, as the API server's defaulting makes it."""
-    resources = spec.get("resources") or {}
+    resources = spec.get("resources")
+    if not resources:
+        return {}
     if not isinstance(resources, Mapping):
         raise RequestError(f"spec.resources={resources!r:.60} is invalid; expected requests and limits")
     requests = container_requests({"resources": {"requests": resources.get("requests") or {}}}, "spec")
