@@ -34,7 +34,35 @@ def with_value(obj: dict, path: tuple, value) -> dict:
     return obj
 
 
+# what else kube-scheduler reads of a pod: host ports, hostname spread, pod-level resources, DRA claims
+SCHEDULING_FIELDS = {
+    "hostNetwork": True, "resources": {"requests": {"cpu": "2"}, "limits": {"memory": "1Gi"}},
+    "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "gpus"}],
+    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                   "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {}}}]}
+
+
+def with_scheduling_fields(spec: dict) -> dict:
+    spec = {**copy.deepcopy(spec), **copy.deepcopy(SCHEDULING_FIELDS)}
+    spec["containers"][0]["ports"] = [{"containerPort": 29500, "hostPort": 29500, "protocol": "TCP"}]
+    return spec
+
+
+def scheduling_review() -> dict:
+    review = payload("tfjob-worker-5")
+    review["request"]["object"]["spec"] = with_scheduling_fields(review["request"]["object"]["spec"])
+    return review
+
+
+def scheduling_owner() -> dict:
+    job = copy.deepcopy(owners()["sweep"])
+    template = job["spec"]["template"]
+    template["spec"] = with_scheduling_fields(template["spec"])
+    return job
+
+
 REVIEWS = [payload(name) for name in PAYLOADS if isinstance(payload(name)["request"].get("object"), dict)]
+REVIEWS.append(scheduling_review())
 REVIEW_PATHS = [(i, path) for i, review in enumerate(REVIEWS) for path in paths(review["request"]["object"])]
 WEBHOOK = TestClient(make_app()[0], raise_server_exceptions=False)
 
@@ -50,7 +78,7 @@ def test_a_review_with_a_pod_field_of_the_wrong_type_is_answered_not_an_internal
     assert response.json()["response"]["uid"] == review["request"]["uid"]
 
 
-OWNERS = [owner for owner in owners().values() if expand_pods(owner)]
+OWNERS = [owner for owner in owners().values() if expand_pods(owner)] + [scheduling_owner()]
 SKIPPED = {("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace"), ("metadata", "uid")}
 OWNER_PATHS = [(i, path) for i, owner in enumerate(OWNERS) for path in paths(owner) if path[:2] not in SKIPPED
                and path[:1] not in SKIPPED]
@@ -70,3 +98,21 @@ def test_a_workload_field_of_the_wrong_type_never_makes_an_internal_error(case, 
     nodes = client.app.state.service.cluster.node_names[:4]
     answer = client.post("/scheduler/filter", content=json.dumps({"Pod": pod, "NodeNames": nodes})).json()
     assert "internal error" not in answer["Error"], (path, value, answer["Error"])
+
+
+GANG_POD = expand_pods(scheduling_owner())[0]
+POD_PATHS = [path for path in paths(GANG_POD) if path[:1] == ("spec",)]
+FILTER = make_client()
+FILTER.post("/debug/objects", content=json.dumps(scheduling_owner()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(path=st.sampled_from(POD_PATHS), value=WRONG)
+def test_a_gang_pod_with_a_field_of_the_wrong_type_is_refused_naming_it(path, value):
+    """kube-scheduler sends only pods the API server admitted; a hand-made one still gets a refusal that
+    names the field, not an internal error (found for quantities: container and pod-level resources)."""
+    nodes = FILTER.app.state.service.cluster.node_names[:4]
+    pod = with_value(GANG_POD, path, value)
+    response = FILTER.post("/scheduler/filter", content=json.dumps({"Pod": pod, "NodeNames": nodes}))
+    assert response.status_code == 200, (path, value, response.text[:300])
+    assert "internal error" not in response.json()["Error"], (path, value, response.json()["Error"])

@@ -5,6 +5,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 
 from topology.nodes import placement_problem
+from topology.resources import pod_requests
 
 from ..ports import EventType, WatchedKind
 
@@ -104,6 +105,10 @@ def pod_shape_problem(pod: Mapping, where: str) -> str | None:
             if not isinstance(resources, Mapping) or not all(
                     isinstance(resources.get(k) or {}, Mapping) for k in ("requests", "limits")):
                 return f"{where}.spec.{list_name}[].resources must hold maps of requests and limits"
+    try:
+        pod_requests(spec)
+    except ValueError as err:                # RequestError, QuantityError: the message names the field
+        return f"{where}.{err}"
     return None
 
 
