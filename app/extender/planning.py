@@ -153,8 +153,7 @@ def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str
     tree = pod_affinity.together(tree, cluster.topologies.get(tree.topology or ""))
     return build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
                             candidates=masks, occupied_nodes=None if others is None else others > 0, free=free,
-                            per_node=limits_per_node(tree),
-                            restricted=restricted,
+                            per_node=limits_per_node(tree), restricted=restricted,
                             one_per_domain=pod_affinity.apart(tree, cluster.topologies.get(tree.topology or "")))
 
 
