@@ -47,3 +47,25 @@ def test_podgroup_pods_created_one_by_one_wait_for_min_member(cluster, ns):
     ns.apply({**pod, "metadata": {"name": "p3", "annotations": {"pod-group-name": "pg-x"}}})
     bound = cluster.wait_bound(ns.name, 4)
     assert len(distinct(cluster, bound, RACK)) == 1
+
+
+def test_an_indexed_job_with_more_completions_than_parallelism_runs_wave_after_wave(cluster, ns):
+    """completions 8, parallelism 4: the Job controller runs indexes 0-3, and 4-7 once those succeed
+    (reported here as the kubelet would). Each wave of 4 pods of 8 GPUs lands in one rack."""
+    ns.add_nodes({f"n{i}": ("zone-a", "block-a", f"rack-a{i // 4}") for i in range(8)})
+    job = indexed_job("waves", 4, 8, topology(required="rack"))
+    job["spec"]["completions"] = 8
+    ns.apply(job)
+    first = cluster.wait_bound(ns.name, 4, "job-name=waves")
+    assert len(distinct(cluster, first, RACK)) == 1
+    for pod in first:
+        cluster.core.patch_namespaced_pod_status(pod.metadata.name, ns.name, {"status": {"phase": "Succeeded"}})
+    deadline = time.monotonic() + 90
+    while True:
+        second = [p for p in cluster.pods(ns.name, "job-name=waves") if p.spec.node_name
+                  and int(p.metadata.labels["batch.kubernetes.io/job-completion-index"]) >= 4]
+        if len(second) == 4:
+            break
+        assert time.monotonic() < deadline, cluster.describe(ns.name)
+        time.sleep(0.5)
+    assert len(distinct(cluster, second, RACK)) == 1
