@@ -69,3 +69,34 @@ def test_an_indexed_job_with_more_completions_than_parallelism_runs_wave_after_w
         assert time.monotonic() < deadline, cluster.describe(ns.name)
         time.sleep(0.5)
     assert len(distinct(cluster, second, RACK)) == 1
+
+
+def test_a_failed_pod_of_a_running_gang_is_replaced_inside_the_gangs_rack(cluster, ns):
+    """A gang of 4 pods of 4 GPUs in one rack runs two per node in rack a0. Its index 2 fails; the Job
+    controller makes a new pod for that index (the failed one stays, Failed, as history). Rack a1 is one
+    node with 4 GPUs free, the tightest room for a lone pod of 4 GPUs; the replacement rejoins its gang in
+    rack a0 instead."""
+    ns.add_nodes({f"n{i}": ("zone-a", "block-a", "rack-a0") for i in range(4)})
+    ns.add_nodes({"m0": ("zone-a", "block-a", "rack-a1")})
+    ns.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "filler"},
+              "spec": {"schedulerName": "default-scheduler", "nodeSelector": {"kubernetes.io/hostname": f"{ns.name}-m0"},
+                       "tolerations": [{"operator": "Exists"}],
+                       "containers": [{"name": "main", "image": "busybox:1.36",
+                                       "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}})
+    cluster.wait_bound(ns.name, 1)
+    job = indexed_job("retry", 4, 4, topology(required="rack"))
+    job["spec"]["backoffLimit"] = 2
+    ns.apply(job)
+    first = cluster.wait_bound(ns.name, 4, "job-name=retry")
+    assert distinct(cluster, first, RACK) == {f"{ns.name}-rack-a0"}
+    failed = next(p for p in first if p.metadata.labels["batch.kubernetes.io/job-completion-index"] == "2")
+    cluster.core.patch_namespaced_pod_status(failed.metadata.name, ns.name, {"status": {"phase": "Failed"}})
+    deadline = time.monotonic() + 90
+    while True:
+        new = [p for p in cluster.pods(ns.name, "job-name=retry") if p.metadata.name != failed.metadata.name
+               and p.metadata.labels["batch.kubernetes.io/job-completion-index"] == "2" and p.spec.node_name]
+        if new:
+            break
+        assert time.monotonic() < deadline, cluster.describe(ns.name)
+        time.sleep(0.5)
+    assert distinct(cluster, new, RACK) == {f"{ns.name}-rack-a0"}
