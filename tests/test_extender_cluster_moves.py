@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 from app.state import POD_KIND, kind_of
+from app.state.service import suspended
 from service_helpers import domain_of, filter_, indexed_job, job_pods, make_client, schedule, service
 
 GANG = "team-a/pg-llama-uid-llama"
@@ -125,3 +126,23 @@ def test_a_job_missing_from_a_relist_gives_back_its_reservations():
     state = one_pod_bound(job)
     state.replace(kind_of(job), [])
     assert state.plans.get(GANG) is None and not state.cluster.reservations
+
+
+def test_a_suspended_job_gives_back_its_reservations_and_a_resumed_one_is_planned_afresh():
+    """Kueue preempts by suspending: the Job controller deletes the pods and makes no replacements."""
+    job = indexed_job("llama", pods=8, gpus=4)
+    state = one_pod_bound(job)
+    suspended_job = copy.deepcopy(job)
+    suspended_job["spec"]["suspend"] = True
+    state.apply(kind_of(job), "MODIFIED", suspended_job)
+    assert state.plans.get(GANG) is None and not state.cluster.reservations
+    state.apply(kind_of(job), "MODIFIED", job)                 # resumed: nothing to drop, nothing kept
+    assert state.plans.get(GANG) is None
+
+
+def test_suspension_is_read_where_each_kind_keeps_it():
+    assert suspended({"spec": {"suspend": True}})                                  # Job, JobSet, RayJob
+    assert suspended({"spec": {"runPolicy": {"suspend": True}}})                   # kubeflow jobs, MPIJob
+    for running in ({"spec": {"suspend": False}}, {"spec": {"runPolicy": {}}}, {"spec": "x"}, {},
+                    {"spec": {"suspend": "true", "runPolicy": "x"}}):
+        assert not suspended(running), running

@@ -157,13 +157,16 @@ class ServiceState:
             else:
                 self.generation += 1          # a workload changed: cached refusals may be stale
                 metadata = obj.get("metadata") or {}
-                if event == "DELETED" or metadata.get("deletionTimestamp"):
-                    deleted = (metadata.get("namespace") or "default", metadata.get("name"))
-                    self._drop_plans_of(kind, lambda namespace, name: (namespace, name) == deleted, "was deleted")
+                gone = "was deleted" if event == "DELETED" or metadata.get("deletionTimestamp") else \
+                    "was suspended" if suspended(obj) else None
+                if gone:
+                    key = (metadata.get("namespace") or "default", metadata.get("name"))
+                    self._drop_plans_of(kind, lambda namespace, name: (namespace, name) == key, gone)
 
     def _drop_plans_of(self, kind: WatchedKind, gone: Callable[[str, str], bool], why: str) -> None:
-        """Gangs whose workload or PodGroup of `kind` is `gone(namespace, name)` will not come back: their
-        reservations (held for replacement pods after a pod is deleted) go now rather than when the TTL ends."""
+        """Gangs whose workload or PodGroup of `kind` is `gone(namespace, name)` (deleted, or suspended: a
+        resumed workload makes new pods, planned afresh) get no replacement pods: their reservations (held
+        for replacements after a pod is deleted) go now rather than when the TTL ends."""
         for plan in list(self.plans):
             if plan.owner and plan.owner[:2] == (kind.group, kind.kind) and gone(*plan.owner[2:]):
                 self.drop_plan(plan.key, f"its {kind.kind} {plan.owner[2]}/{plan.owner[3]} {why}")
@@ -553,6 +556,17 @@ class ServiceState:
                                          f"({plan.counts()[BOUND]} of {len(plan.slots)} pods bound)")
                 self.metrics.expired.inc()
             return [p.key for p in expired]
+
+
+def suspended(workload: Mapping) -> bool:
+    """A suspended workload (a Job, JobSet or RayJob `spec.suspend`, a kubeflow job or MPIJob
+    `spec.runPolicy.suspend`) has its pods deleted and makes no replacements until it is resumed; Kueue
+    preempts and requeues workloads this way."""
+    spec = workload.get("spec")
+    if not isinstance(spec, Mapping):
+        return False
+    run_policy = spec.get("runPolicy")
+    return spec.get("suspend") is True or (isinstance(run_policy, Mapping) and run_policy.get("suspend") is True)
 
 
 def _turned_worse(old: NodeInfo, new: NodeInfo) -> bool:
