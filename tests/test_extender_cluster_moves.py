@@ -146,3 +146,23 @@ def test_suspension_is_read_where_each_kind_keeps_it():
     for running in ({"spec": {"suspend": False}}, {"spec": {"runPolicy": {}}}, {"spec": "x"}, {},
                     {"spec": {"suspend": "true", "runPolicy": "x"}}):
         assert not suspended(running), running
+
+
+def with_generation(job: dict, generation: int, **spec) -> dict:
+    job = copy.deepcopy(job)
+    job["metadata"]["generation"] = generation
+    job["spec"].update(spec)
+    return job
+
+
+def test_a_job_scaled_down_drops_its_plan_and_one_scaled_up_or_only_updated_keeps_it():
+    """An elastic Indexed Job scaled from 8 to 4 pods: the controller deletes indexes 4-7 and makes no
+    replacements, so their reservations must not wait for the TTL."""
+    job = with_generation(indexed_job("llama", pods=8, gpus=4), 1)
+    state = one_pod_bound(job)
+    state.apply(kind_of(job), "MODIFIED", with_generation(job, 1, parallelism=4, completions=4))
+    assert state.plans.get(GANG) is not None           # same generation: a status update, not a new spec
+    state.apply(kind_of(job), "MODIFIED", with_generation(job, 2, parallelism=16, completions=16))
+    assert state.plans.get(GANG) is not None           # every planned pod is still declared
+    state.apply(kind_of(job), "MODIFIED", with_generation(job, 3, parallelism=4, completions=4))
+    assert state.plans.get(GANG) is None and not state.cluster.reservations

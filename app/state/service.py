@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from grouper import GroupingError, group_workload
+from grouper.podgroups import is_podgroup
 from topology.cluster import Cluster, is_bound_and_running, pod_key
 from topology.groups import Slot
 from topology.nodes import NodeInfo, PodPlacementRules
@@ -137,9 +139,14 @@ class ServiceState:
 
     def apply(self, kind: WatchedKind, event: EventType, obj: Mapping) -> None:
         with self.lock:
+            before = None
             if kind.kind == "Pod":
                 obj = self._keep_local_binding(event, obj)
                 self.seen_pods.pop(pod_key(obj), None)      # the watch knows it now (or knows it is gone)
+            elif kind.kind != "Node":
+                metadata = obj.get("metadata") or {}
+                before = self.objects.get(kind.kind, metadata.get("namespace") or "default", metadata.get("name"),
+                                          group=kind.group)
             self.objects.apply(kind, event, obj)
             if kind.kind == "Pod":
                 if event == "DELETED":
@@ -155,13 +162,35 @@ class ServiceState:
                 else:
                     self._rebuild()
             else:
-                self.generation += 1          # a workload changed: cached refusals may be stale
-                metadata = obj.get("metadata") or {}
-                gone = "was deleted" if event == "DELETED" or metadata.get("deletionTimestamp") else \
-                    "was suspended" if suspended(obj) else None
-                if gone:
-                    key = (metadata.get("namespace") or "default", metadata.get("name"))
-                    self._drop_plans_of(kind, lambda namespace, name: (namespace, name) == key, gone)
+                self._on_workload(kind, event, obj, before)
+
+    def _on_workload(self, kind: WatchedKind, event: EventType, obj: Mapping, before: Mapping | None) -> None:
+        """A workload or PodGroup changed: cached refusals may be stale. One deleted or suspended sends no
+        replacement pods; one whose spec changed may no longer declare some planned pods (scaled down)."""
+        self.generation += 1
+        metadata = obj.get("metadata") or {}
+        key = (metadata.get("namespace") or "default", metadata.get("name"))
+        gone = "was deleted" if event == "DELETED" or metadata.get("deletionTimestamp") else \
+            "was suspended" if suspended(obj) else None
+        if gone:
+            self._drop_plans_of(kind, lambda namespace, name: (namespace, name) == key, gone)
+        elif before is not None and (before.get("metadata") or {}).get("generation") != metadata.get("generation"):
+            self._drop_shrunk_plans(kind, key, obj)
+
+    def _drop_shrunk_plans(self, kind: WatchedKind, key: tuple[str, str], workload: Mapping) -> None:
+        """Plans of the workload with slots it no longer declares (an elastic Job, a LeaderWorkerSet scaled
+        down): their pods are deleted and not replaced, so the plan goes; the pods still running keep their
+        nodes, and a gang that needs more pods later is planned again around them."""
+        owned = [plan for plan in self.plans if plan.owner == (kind.group, kind.kind, *key)]
+        if not owned or is_podgroup(workload):
+            return
+        try:
+            declared = {tree.key: set(tree.slots()) for tree in group_workload(workload, self._cluster.topologies)}
+        except GroupingError:
+            return                              # the filter refuses its pods, naming the field
+        for plan in owned:
+            if not set(plan.slots) <= declared.get(plan.key, set()):
+                self.drop_plan(plan.key, f"its {kind.kind} {key[0]}/{key[1]} no longer declares all of its pods")
 
     def _drop_plans_of(self, kind: WatchedKind, gone: Callable[[str, str], bool], why: str) -> None:
         """Gangs whose workload or PodGroup of `kind` is `gone(namespace, name)` (deleted, or suspended: a

@@ -113,3 +113,16 @@ def test_a_suspended_job_gives_its_nodes_to_the_next_job_at_once(cluster, ns):
     ns.apply(indexed_job("second", 4, 8, topology(required="rack")))
     bound = cluster.wait_bound(ns.name, 4, "job-name=second", timeout=45)
     assert len(distinct(cluster, bound, RACK)) == 1
+
+
+def test_an_indexed_job_scaled_down_gives_the_nodes_of_its_removed_indexes_to_the_next_job(cluster, ns):
+    """An elastic Indexed Job (completions and parallelism changed together) scaled from 8 to 4: the Job
+    controller deletes indexes 4-7 and makes no replacements. Their slots are not held for the TTL."""
+    ns.add_nodes({f"n{i}": ("zone-a", "block-a", "rack-a") for i in range(8)})
+    ns.apply(indexed_job("elastic", 8, 8, topology(required="rack")))
+    cluster.wait_bound(ns.name, 8, "job-name=elastic")
+    cluster.plane.kubectl("-n", ns.name, "patch", "job", "elastic", "--type=merge", "-p",
+                          '{"spec":{"parallelism":4,"completions":4}}')
+    ns.apply(indexed_job("next", 4, 8, topology(required="rack")))
+    bound = cluster.wait_bound(ns.name, 4, "job-name=next", timeout=45)
+    assert len(distinct(cluster, bound, RACK)) == 1
