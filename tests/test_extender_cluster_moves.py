@@ -3,6 +3,9 @@ them bound, pods of another scheduler landing on reserved nodes)."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
+
+import yaml
 
 from app.state import POD_KIND, kind_of
 from app.state.service import suspended
@@ -166,3 +169,29 @@ def test_a_job_scaled_down_drops_its_plan_and_one_scaled_up_or_only_updated_keep
     assert state.plans.get(GANG) is not None           # every planned pod is still declared
     state.apply(kind_of(job), "MODIFIED", with_generation(job, 3, parallelism=4, completions=4))
     assert state.plans.get(GANG) is None and not state.cluster.reservations
+
+
+GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+
+
+def test_a_leaderworkerset_scaled_down_drops_the_plans_of_its_removed_groups_only():
+    """Each LeaderWorkerSet group is its own gang; with fewer replicas the LWS controller deletes the last
+    groups, whose plans go, while the plans of the groups it keeps stay."""
+    lws = yaml.safe_load((Path(__file__).parent / "fixtures" / "workloads" / "lws-segments.yaml").read_text())
+    lws["metadata"].update(generation=1, annotations={"kai.scheduler/topology": "default",
+                                                      "kai.scheduler/topology-required-placement": "rack"})
+    template = lws["spec"]["leaderWorkerTemplate"]
+    template["size"] = 3
+    del template["subGroupPolicy"]
+    client = make_client(lws)
+    pods = job_pods(lws)
+    for group in (0, 1):
+        schedule(client, next(p for p in pods if p["metadata"]["labels"][GROUP_INDEX] == str(group)))
+    state = service(client)
+    assert len(state.plans) == 2
+    smaller = with_generation(lws, 2, replicas=1)
+    state.apply(kind_of(lws), "MODIFIED", smaller)
+    kept = [plan.key for plan in state.plans]
+    assert len(kept) == 1 and all(state.plans.get(key).slots for key in kept)
+    assert {key for key in state.cluster.reservations if key.startswith("gang:")} and \
+        all(key.startswith(f"gang:{kept[0]}#") for key in state.cluster.reservations if key.startswith("gang:"))
