@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from grouper import GroupingError, group_workload
+from grouper import group_workload
 from grouper.podgroups import is_podgroup
 from topology.cluster import Cluster, is_bound_and_running, pod_key
 from topology.groups import Slot
@@ -186,8 +186,8 @@ class ServiceState:
             return
         try:
             declared = {tree.key: set(tree.slots()) for tree in group_workload(workload, self._cluster.topologies)}
-        except GroupingError:
-            return                              # the filter refuses its pods, naming the field
+        except ValueError:                      # GroupingError: the filter refuses its pods, naming the field
+            return
         for plan in owned:
             if not set(plan.slots) <= declared.get(plan.key, set()):
                 self.drop_plan(plan.key, f"its {kind.kind} {key[0]}/{key[1]} no longer declares all of its pods")
