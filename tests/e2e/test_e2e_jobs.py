@@ -126,3 +126,18 @@ def test_an_indexed_job_scaled_down_gives_the_nodes_of_its_removed_indexes_to_th
     ns.apply(indexed_job("next", 4, 8, topology(required="rack")))
     bound = cluster.wait_bound(ns.name, 4, "job-name=next", timeout=45)
     assert len(distinct(cluster, bound, RACK)) == 1
+
+
+def test_a_job_created_suspended_and_resumed_is_planned_when_its_pods_come(cluster, ns):
+    """Kueue creates Jobs suspended and resumes them on admission: nothing is planned before, and the pods
+    the Job controller then makes land as one gang."""
+    ns.add_nodes({f"n{i}": ("zone-a", "block-a", f"rack-a{i // 4}") for i in range(8)})
+    job = indexed_job("queued", 4, 8, topology(required="rack"))
+    job["spec"]["suspend"] = True
+    ns.apply(job)
+    time.sleep(2)
+    assert cluster.pods(ns.name, "job-name=queued") == []
+    assert not [p for p in cluster.debug("plans")["plans"] if p["gang"].startswith(f"{ns.name}/")]
+    cluster.plane.kubectl("-n", ns.name, "patch", "job", "queued", "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    bound = cluster.wait_bound(ns.name, 4, "job-name=queued")
+    assert len(distinct(cluster, bound, RACK)) == 1
