@@ -141,3 +141,37 @@ def test_a_job_created_suspended_and_resumed_is_planned_when_its_pods_come(clust
     cluster.plane.kubectl("-n", ns.name, "patch", "job", "queued", "--type=merge", "-p", '{"spec":{"suspend":false}}')
     bound = cluster.wait_bound(ns.name, 4, "job-name=queued")
     assert len(distinct(cluster, bound, RACK)) == 1
+
+
+def test_a_drained_node_sends_its_gang_pod_to_a_spare_node_of_the_gang_rack(cluster, ns):
+    """`kubectl drain` cordons a node and evicts its pods. A gang of 4 pods of 4 GPUs runs two per node in
+    rack a; its replacement for an evicted pod stays in rack a, on another node, although rack b (one node
+    with 4 GPUs free) is the tightest room for a lone pod of 4 GPUs."""
+    ns.add_nodes({f"n{i}": ("zone-a", "block-a", "rack-a") for i in range(4)})
+    ns.add_nodes({"m0": ("zone-a", "block-a", "rack-b")})
+    ns.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "filler"},
+              "spec": {"schedulerName": "default-scheduler", "nodeSelector": {"kubernetes.io/hostname": f"{ns.name}-m0"},
+                       "tolerations": [{"operator": "Exists"}],
+                       "containers": [{"name": "main", "image": "busybox:1.36",
+                                       "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}})
+    cluster.wait_bound(ns.name, 1)
+    job = indexed_job("drained", 4, 4, topology(required="rack"))
+    job["spec"]["backoffLimit"] = 2
+    ns.apply(job)
+    first = cluster.wait_bound(ns.name, 4, "job-name=drained")
+    assert distinct(cluster, first, RACK) == {f"{ns.name}-rack-a"}
+    victim = first[0]
+    cluster.core.patch_node(victim.spec.node_name, {"spec": {"unschedulable": True}})
+    cluster.core.create_namespaced_pod_eviction(victim.metadata.name, ns.name, {
+        "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": victim.metadata.name}})
+    index = victim.metadata.labels["batch.kubernetes.io/job-completion-index"]
+    deadline = time.monotonic() + 90
+    while True:
+        new = [p for p in cluster.pods(ns.name, "job-name=drained") if p.metadata.name != victim.metadata.name
+               and p.metadata.labels["batch.kubernetes.io/job-completion-index"] == index and p.spec.node_name]
+        if new:
+            break
+        assert time.monotonic() < deadline, cluster.describe(ns.name)
+        time.sleep(0.5)
+    assert distinct(cluster, new, RACK) == {f"{ns.name}-rack-a"}
+    assert new[0].spec.node_name != victim.spec.node_name
