@@ -71,35 +71,48 @@ def test_an_indexed_job_with_more_completions_than_parallelism_runs_wave_after_w
     assert len(distinct(cluster, second, RACK)) == 1
 
 
-def test_a_failed_pod_of_a_running_gang_is_replaced_inside_the_gangs_rack(cluster, ns):
-    """A gang of 4 pods of 4 GPUs in one rack runs two per node in rack a0. Its index 2 fails; the Job
-    controller makes a new pod for that index (the failed one stays, Failed, as history). Rack a1 is one
-    node with 4 GPUs free, the tightest room for a lone pod of 4 GPUs; the replacement rejoins its gang in
-    rack a0 instead."""
-    ns.add_nodes({f"n{i}": ("zone-a", "block-a", "rack-a0") for i in range(4)})
-    ns.add_nodes({"m0": ("zone-a", "block-a", "rack-a1")})
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def gang_beside_a_tight_rack(cluster, ns, name: str) -> list:
+    """A gang of 4 pods of 4 GPUs required in one rack, bound two per node in rack a (4 nodes). Rack b is
+    one node with 4 of its 8 GPUs taken by another pod: the tightest room for a lone pod of 4 GPUs."""
+    ns.add_nodes({f"n{i}": ("zone-a", "block-a", "rack-a") for i in range(4)})
+    ns.add_nodes({"m0": ("zone-a", "block-a", "rack-b")})
     ns.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "filler"},
               "spec": {"schedulerName": "default-scheduler", "nodeSelector": {"kubernetes.io/hostname": f"{ns.name}-m0"},
                        "tolerations": [{"operator": "Exists"}],
                        "containers": [{"name": "main", "image": "busybox:1.36",
                                        "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}})
     cluster.wait_bound(ns.name, 1)
-    job = indexed_job("retry", 4, 4, topology(required="rack"))
+    job = indexed_job(name, 4, 4, topology(required="rack"))
     job["spec"]["backoffLimit"] = 2
     ns.apply(job)
-    first = cluster.wait_bound(ns.name, 4, "job-name=retry")
-    assert distinct(cluster, first, RACK) == {f"{ns.name}-rack-a0"}
-    failed = next(p for p in first if p.metadata.labels["batch.kubernetes.io/job-completion-index"] == "2")
-    cluster.core.patch_namespaced_pod_status(failed.metadata.name, ns.name, {"status": {"phase": "Failed"}})
+    first = cluster.wait_bound(ns.name, 4, f"job-name={name}")
+    assert distinct(cluster, first, RACK) == {f"{ns.name}-rack-a"}
+    return first
+
+
+def replacement_of(cluster, ns, gone) -> list:
+    """The bound pod the Job controller made for the index of `gone`."""
     deadline = time.monotonic() + 90
     while True:
-        new = [p for p in cluster.pods(ns.name, "job-name=retry") if p.metadata.name != failed.metadata.name
-               and p.metadata.labels["batch.kubernetes.io/job-completion-index"] == "2" and p.spec.node_name]
+        new = [p for p in cluster.pods(ns.name, f"job-name={gone.metadata.labels['job-name']}")
+               if p.metadata.name != gone.metadata.name and p.spec.node_name
+               and p.metadata.labels[INDEX] == gone.metadata.labels[INDEX]]
         if new:
-            break
+            return new
         assert time.monotonic() < deadline, cluster.describe(ns.name)
         time.sleep(0.5)
-    assert distinct(cluster, new, RACK) == {f"{ns.name}-rack-a0"}
+
+
+def test_a_failed_pod_of_a_running_gang_is_replaced_inside_the_gangs_rack(cluster, ns):
+    """Index 2 fails; the Job controller makes a new pod for that index (the failed one stays, Failed, as
+    history). The replacement rejoins its gang in rack a, not the tighter rack b."""
+    first = gang_beside_a_tight_rack(cluster, ns, "retry")
+    failed = next(p for p in first if p.metadata.labels[INDEX] == "2")
+    cluster.core.patch_namespaced_pod_status(failed.metadata.name, ns.name, {"status": {"phase": "Failed"}})
+    assert distinct(cluster, replacement_of(cluster, ns, failed), RACK) == {f"{ns.name}-rack-a"}
 
 
 def test_a_suspended_job_gives_its_nodes_to_the_next_job_at_once(cluster, ns):
@@ -144,34 +157,12 @@ def test_a_job_created_suspended_and_resumed_is_planned_when_its_pods_come(clust
 
 
 def test_a_drained_node_sends_its_gang_pod_to_a_spare_node_of_the_gang_rack(cluster, ns):
-    """`kubectl drain` cordons a node and evicts its pods. A gang of 4 pods of 4 GPUs runs two per node in
-    rack a; its replacement for an evicted pod stays in rack a, on another node, although rack b (one node
-    with 4 GPUs free) is the tightest room for a lone pod of 4 GPUs."""
-    ns.add_nodes({f"n{i}": ("zone-a", "block-a", "rack-a") for i in range(4)})
-    ns.add_nodes({"m0": ("zone-a", "block-a", "rack-b")})
-    ns.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "filler"},
-              "spec": {"schedulerName": "default-scheduler", "nodeSelector": {"kubernetes.io/hostname": f"{ns.name}-m0"},
-                       "tolerations": [{"operator": "Exists"}],
-                       "containers": [{"name": "main", "image": "busybox:1.36",
-                                       "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}})
-    cluster.wait_bound(ns.name, 1)
-    job = indexed_job("drained", 4, 4, topology(required="rack"))
-    job["spec"]["backoffLimit"] = 2
-    ns.apply(job)
-    first = cluster.wait_bound(ns.name, 4, "job-name=drained")
-    assert distinct(cluster, first, RACK) == {f"{ns.name}-rack-a"}
-    victim = first[0]
+    """`kubectl drain` cordons a node and evicts its pods: the replacement of the evicted gang pod stays in
+    rack a, on another node, not in the tighter rack b."""
+    victim = gang_beside_a_tight_rack(cluster, ns, "drained")[0]
     cluster.core.patch_node(victim.spec.node_name, {"spec": {"unschedulable": True}})
     cluster.core.create_namespaced_pod_eviction(victim.metadata.name, ns.name, {
         "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": victim.metadata.name}})
-    index = victim.metadata.labels["batch.kubernetes.io/job-completion-index"]
-    deadline = time.monotonic() + 90
-    while True:
-        new = [p for p in cluster.pods(ns.name, "job-name=drained") if p.metadata.name != victim.metadata.name
-               and p.metadata.labels["batch.kubernetes.io/job-completion-index"] == index and p.spec.node_name]
-        if new:
-            break
-        assert time.monotonic() < deadline, cluster.describe(ns.name)
-        time.sleep(0.5)
+    new = replacement_of(cluster, ns, victim)
     assert distinct(cluster, new, RACK) == {f"{ns.name}-rack-a"}
     assert new[0].spec.node_name != victim.spec.node_name
