@@ -33,6 +33,12 @@ def _list(value) -> list:
     return value if isinstance(value, list) else []
 
 
+def mappings(value) -> list[Mapping]:
+    """The mappings of a list field (the terms, constraints, containers or ports of a spec); [] when it
+    is not a list."""
+    return [item for item in _list(value) if isinstance(item, Mapping)]
+
+
 def _expression(labels: Mapping[str, str], expression: Mapping) -> bool:
     key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
     if operator == "In":
@@ -65,10 +71,8 @@ def required_terms(spec: Mapping, labels: Mapping[str, str], namespace: str) -> 
     are left out: namespaces' labels are not watched (kube-scheduler still applies them)."""
     terms = []
     for anti, field in ((False, "podAffinity"), (True, "podAntiAffinity")):
-        for term in _list(_mapping(_mapping(spec.get("affinity")).get(field)).get(
+        for term in mappings(_mapping(_mapping(spec.get("affinity")).get(field)).get(
                 "requiredDuringSchedulingIgnoredDuringExecution")):
-            if not isinstance(term, Mapping):
-                continue
             key, selector = term.get("topologyKey"), term.get("labelSelector")
             namespace_selector = term.get("namespaceSelector")
             if not key or selector is None or namespace_selector:

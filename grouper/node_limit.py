@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from topology.groups import GroupTree
 
-from .affinity import HOSTNAME, required_terms, selects
+from .affinity import HOSTNAME, mappings, required_terms, selects
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,8 @@ def host_ports(spec: Mapping) -> list[str]:
     found = []
     host_network = spec.get("hostNetwork") is True
     for list_name in ("initContainers", "containers"):
-        for container in _mappings(spec.get(list_name)):
-            for port in _mappings(container.get("ports")):
+        for container in mappings(spec.get(list_name)):
+            for port in mappings(container.get("ports")):
                 number = port.get("hostPort") or (port.get("containerPort") if host_network else None)
                 if isinstance(number, int) and not isinstance(number, bool) and number > 0:
                     found.append(f"{number}/{port.get('protocol') or 'TCP'}")
@@ -78,7 +78,7 @@ def _host_ports(spec: Mapping) -> NodeLimit | None:
 
 def _topology_spread(spec: Mapping, labels: Mapping[str, str]) -> NodeLimit | None:
     skews = []
-    for constraint in _mappings(spec.get("topologySpreadConstraints")):
+    for constraint in mappings(spec.get("topologySpreadConstraints")):
         skew = constraint.get("maxSkew")
         if constraint.get("topologyKey") != HOSTNAME or constraint.get("whenUnsatisfiable") != "DoNotSchedule" \
                 or not isinstance(skew, int) or isinstance(skew, bool) or skew < 1:
@@ -96,13 +96,10 @@ def unmodelled_spreads(spec: Mapping, labels: Mapping[str, str]) -> list[str]:
     hostname: kube-scheduler spreads such pods over every domain of the key, which a gang kept in one
     domain cannot satisfy, and the plan does not model it."""
     keys = []
-    for constraint in _mappings(spec.get("topologySpreadConstraints")):
+    for constraint in mappings(spec.get("topologySpreadConstraints")):
         key = constraint.get("topologyKey")
         if isinstance(key, str) and key != HOSTNAME and constraint.get("whenUnsatisfiable") == "DoNotSchedule" \
                 and selects(constraint.get("labelSelector"), labels):
             keys.append(key)
     return keys
 
-
-def _mappings(value) -> list[Mapping]:
-    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
