@@ -194,6 +194,17 @@ def family_of(workload: Mapping) -> str:
     return "generic"
 
 
+def suspended(workload: Mapping) -> bool:
+    """A suspended workload (a Job, JobSet or RayJob `spec.suspend`, a kubeflow job or MPIJob
+    `spec.runPolicy.suspend`) has its pods deleted and makes no replacements until it is resumed; Kueue
+    preempts and requeues workloads this way."""
+    spec = workload.get("spec")
+    if not isinstance(spec, Mapping):
+        return False
+    run_policy = spec.get("runPolicy")
+    return spec.get("suspend") is True or (isinstance(run_policy, Mapping) and run_policy.get("suspend") is True)
+
+
 def workload_shape(workload: Mapping) -> WorkloadShape:
     _check_fields(workload, "", workload, ("metadata", "spec"))
     _check_fields(workload, "metadata.", workload.get("metadata") or {}, ("labels", "annotations"))

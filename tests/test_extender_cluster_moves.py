@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from app.state import POD_KIND, kind_of
-from app.state.service import suspended
+from grouper.kinds import suspended
 from service_helpers import domain_of, filter_, indexed_job, job_pods, make_client, schedule, service
 
 GANG = "team-a/pg-llama-uid-llama"

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from grouper import group_workload
+from grouper.kinds import suspended
 from grouper.podgroups import is_podgroup
 from topology.cluster import Cluster, is_bound_and_running, pod_key
 from topology.groups import Slot
@@ -585,17 +586,6 @@ class ServiceState:
                                          f"({plan.counts()[BOUND]} of {len(plan.slots)} pods bound)")
                 self.metrics.expired.inc()
             return [p.key for p in expired]
-
-
-def suspended(workload: Mapping) -> bool:
-    """A suspended workload (a Job, JobSet or RayJob `spec.suspend`, a kubeflow job or MPIJob
-    `spec.runPolicy.suspend`) has its pods deleted and makes no replacements until it is resumed; Kueue
-    preempts and requeues workloads this way."""
-    spec = workload.get("spec")
-    if not isinstance(spec, Mapping):
-        return False
-    run_policy = spec.get("runPolicy")
-    return spec.get("suspend") is True or (isinstance(run_policy, Mapping) and run_policy.get("suspend") is True)
 
 
 def _turned_worse(old: NodeInfo, new: NodeInfo) -> bool:
