@@ -11,18 +11,18 @@ from __future__ import annotations
 import base64
 import json
 import ssl
-import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import orjson
 import yaml
 from kubernetes import client as k8s
 from kubernetes import config as kube_config
-from kubernetes.watch.watch import iter_resp_lines
 
+from app.kube import KubeApi, KubeSource
+from app.state import POD_KIND
 from controlplane import ControlPlane, write_kubeconfig
 from grouper.expand import expand_pods
 from service import REPO, Extender, ReadyProxy
@@ -33,7 +33,6 @@ LEVELS = ("e2e.example.com/zone", "e2e.example.com/block", "e2e.example.com/rack
 ALIASES = ("zone", "block", "rack", "host")
 GPU = "nvidia.com/gpu"
 GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
-BOUND = "spec.nodeName!="                       # field selector: pods bound to a node
 
 
 def manifest(name: str) -> list[dict]:
@@ -56,6 +55,28 @@ def webhook_config(url: str, ca_pem: bytes) -> dict:
     for hook in config["webhooks"]:
         hook["clientConfig"] = {"url": f"{url}/mutate", "caBundle": base64.b64encode(ca_pem).decode()}
     return config
+
+
+class DeletedPodsFinisher:
+    """What kubelets do for pods being deleted (evicted, preempted, their namespace gone): stop the
+    containers and confirm; without it a deleted pod would hold its node's GPUs until its grace ends.
+    An ObjectSink of pods (app.kube.KubeSource lists and watches them)."""
+
+    def __init__(self, finish: Callable[[str, str, str | None], None]):
+        self.finish = finish
+
+    def replace(self, kind, objects) -> None:
+        for pod in objects:
+            self.apply(kind, "ADDED", pod)
+
+    def apply(self, kind, event, pod) -> None:
+        metadata = pod.get("metadata") or {}
+        if event != "DELETED" and metadata.get("deletionTimestamp") and (pod.get("spec") or {}).get("nodeName") \
+                and metadata.get("namespace") != "tas-system":
+            self.finish(metadata["name"], metadata["namespace"], (pod.get("status") or {}).get("phase"))
+
+    def synced(self) -> None:
+        pass
 
 
 class E2ECluster:
@@ -93,49 +114,10 @@ class E2ECluster:
         plane.start_scheduler("default-scheduler", {
             "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
             "profiles": [{"schedulerName": "default-scheduler"}]})
-        self._kubelet = threading.Thread(target=self._finish_deleted_pods, daemon=True, name="kubelet-stand-in")
-        self._stopped = threading.Event()
+        # the kubelets' part in deletions, fed by the service's own list-and-watch of pods
+        self._kubelet = KubeSource(KubeApi(self.api), DeletedPodsFinisher(self.finish_pod), [POD_KIND])
         self._kubelet.start()
         return self
-
-    def _finish_deleted_pods(self) -> None:
-        """What kubelets do for pods being deleted (evicted, preempted, their namespace gone): stop the
-        containers and confirm; without it a deleted pod would hold its node's GPUs until its grace ends.
-        A watch of bound pods, read as raw JSON: polling every bound pod of the cluster would load the API
-        server and this process with work no real cluster has (seconds of CPU per benchmark round)."""
-        version = None
-        while not self._stopped.is_set():
-            try:
-                if version is None:
-                    version = self._finish_listed()
-                response = self.core.list_pod_for_all_namespaces(
-                    watch=True, field_selector=BOUND, resource_version=version, allow_watch_bookmarks=True,
-                    timeout_seconds=60, _preload_content=False)
-                for line in iter_resp_lines(response):
-                    event = orjson.loads(line)
-                    if event["type"] == "ERROR":          # 410 Gone: list again
-                        version = None
-                        break
-                    version = event["object"]["metadata"]["resourceVersion"]
-                    if event["type"] != "DELETED":
-                        self._finish_if_deleted(event["object"])
-            except Exception as err:  # noqa: BLE001 - the API server is stopping, or the watch broke
-                if not self._stopped.is_set():
-                    print(f"kubelet stand-in: {err}")
-                    version = None
-                    time.sleep(0.3)
-
-    def _finish_listed(self) -> str:
-        response = self.core.list_pod_for_all_namespaces(field_selector=BOUND, _preload_content=False)
-        listed = orjson.loads(response.data)
-        for pod in listed["items"]:
-            self._finish_if_deleted(pod)
-        return listed["metadata"]["resourceVersion"]
-
-    def _finish_if_deleted(self, pod: dict) -> None:
-        metadata = pod["metadata"]
-        if metadata.get("deletionTimestamp") and metadata["namespace"] != "tas-system":
-            self.finish_pod(metadata["name"], metadata["namespace"], (pod.get("status") or {}).get("phase"))
 
     def finish_pod(self, name: str, namespace: str, phase: str | None) -> None:
         try:
@@ -147,8 +129,8 @@ class E2ECluster:
                 print(f"kubelet stand-in: {namespace}/{name}: {err.status} {err.reason}")
 
     def stop(self) -> None:
-        if hasattr(self, "_stopped"):
-            self._stopped.set()
+        if hasattr(self, "_kubelet"):
+            self._kubelet.stop()
         if hasattr(self, "extender"):
             self.extender.stop()
             self.proxy.close()
