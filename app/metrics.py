@@ -21,6 +21,10 @@ class Metrics:
         self.refusals = Counter("tas_extender_refusals", "Gang plans refused", registry=self.registry)
         self.wakeups = Counter("tas_extender_wakeups", "Refused pods patched so that kube-scheduler retries them",
                                registry=self.registry)
+        self.member_waits = Counter("tas_extender_member_waits",
+                                    "Filter calls held while their gang's last pods were created, by how the hold "
+                                    "ended: whole (the gang was complete) or short (its time was up)",
+                                    ["outcome"], registry=self.registry)
         self.replans = Counter("tas_extender_replans", "Slots re-planned, by cause", ["cause"],
                                registry=self.registry)
         self.expired = Counter("tas_extender_reservations_expired", "Gang plans dropped by the reservation TTL",

@@ -122,7 +122,7 @@ def test_only_controllers_that_create_every_pod_at_once_make_the_gang_wait():
 
 
 def test_the_last_pods_of_a_job_with_more_completions_than_parallelism_do_not_wait_for_a_full_batch():
-    from app.extender.minimum import waiting_for_workload
+    from app.extender.minimum import waiting_message, workload_members
     from grouper import group_workload
     from service_helpers import indexed_job
 
@@ -130,10 +130,11 @@ def test_the_last_pods_of_a_job_with_more_completions_than_parallelism_do_not_wa
     job["spec"]["completions"] = 10
     job["status"] = {"succeeded": 8}                      # only 2 pods are left to run
     [tree] = group_workload(job)
-    assert waiting_for_workload(tree, 2, job) == ""
-    assert waiting_for_workload(tree, 1, job) == "waiting for 1 more pods of gang team-a/pg-tail-uid-tail: 1 of 2 exist"
+    assert workload_members(tree, 2, job) == (2, 2) and waiting_message(tree, 2, 2) == ""
+    assert workload_members(tree, 1, job) == (1, 2)
+    assert waiting_message(tree, 1, 2) == "waiting for 1 more pods of gang team-a/pg-tail-uid-tail: 1 of 2 exist"
     del job["status"]
-    assert "1 of 4 exist" in waiting_for_workload(tree, 1, job)
+    assert workload_members(tree, 1, job) == (1, 4)
 
 
 def test_roles_told_to_wait_are_planned_as_admitted_not_as_templated(fake_kube):

@@ -32,6 +32,7 @@ from ..state import ServiceState
 from . import admitted, minimum, planning, yielding
 from .admitted import admitted_tree
 from .binding import Binder
+from .member_wait import MemberWait
 from .preemption import keep_helpful_victims
 from .refusal_cache import refusal_key, still_refused
 from .scores import NEUTRAL_SCORE, Scorer
@@ -55,6 +56,7 @@ class FilterOutcome:
     # it as FailedAndUnresolvableNodes and skips its preemption dry run, which is serial in its cycle and
     # on a cluster with lower-priority pods would find victims on every node and call our preempt verb
     unresolvable: bool = False
+    awaiting: tuple[str, int] | None = None            # (gang, pods missing) when refused "waiting for N more pods"
 
 
 class GangScheduler:
@@ -65,6 +67,9 @@ class GangScheduler:
         self.preemptor = _preemptor(state, self)
         self.seen_roles = admitted.SeenRoles()
         self.wakeups = Wakeups()
+        self.member_wait = MemberWait(
+            state.settings.member_wait, lambda: state.pods_added,
+            lambda whole: state.metrics.member_waits.labels("whole" if whole else "short").inc())
         state.on_nodes_changed(self.revalidate)
 
     # ------------------------------------------------------------------------------------------------
@@ -103,13 +108,14 @@ class GangScheduler:
             if ident is None:
                 return None, self._plain_filter(pod, candidates)
             self.seen_roles.remember(ident.gang, ident.slot.role, pod)
-            waiting = minimum.waiting_for_members(ident.tree)
+            exist, need = minimum.members(ident.tree)
             workload = planning.workload_of(state, pod) if state.settings.mode == "kubernetes" else None
             if minimum.creates_all_at_once(workload):
-                waiting = minimum.waiting_for_workload(ident.tree, state.workload_pods.count(pod), workload)
-            if waiting and state.plans.get(ident.gang) is None:
-                refusal = self._refuse_all(candidates, waiting)
+                exist, need = minimum.workload_members(ident.tree, state.workload_pods.count(pod), workload)
+            if exist < need and state.plans.get(ident.gang) is None:
+                refusal = self._refuse_all(candidates, minimum.waiting_message(ident.tree, exist, need))
                 refusal.unresolvable = True
+                refusal.awaiting = (ident.gang, need - exist)
                 return ident.gang, refusal
             plan = self._plan_of(ident, pod, candidates)
             if self.preemptor is not None:

@@ -13,11 +13,15 @@ from topology.groups import GroupTree
 ALL_AT_ONCE = ("Job", "JobSet", "PyTorchJob", "TFJob", "JAXJob", "XGBoostJob")
 
 
-def waiting_for_members(tree: GroupTree) -> str:
-    """The refusal while some leaf has fewer pods than its minMember; "" once every minimum exists."""
+def members(tree: GroupTree) -> tuple[int, int]:
+    """(pods that exist, pods needed): every leaf needs its minMember."""
     leaves = [group for group in tree.groups() if group.is_leaf]
     exist = sum(len(leaf.slots) for leaf in leaves)
-    need = sum(max(len(leaf.slots), leaf.min_member or 0) for leaf in leaves)
+    return exist, sum(max(len(leaf.slots), leaf.min_member or 0) for leaf in leaves)
+
+
+def waiting_message(tree: GroupTree, exist: int, need: int) -> str:
+    """The refusal while fewer pods exist than needed; "" once they do."""
     if exist >= need:
         return ""
     return f"waiting for {need - exist} more pods of gang {tree.key}: {exist} of {need} exist"
@@ -47,12 +51,8 @@ def still_to_run(workload: Mapping) -> int | None:
     return max(completions - succeeded, 1)
 
 
-def waiting_for_workload(tree: GroupTree, exist: int, workload: Mapping) -> str:
-    """The refusal while fewer than the gang's minimum of its workload's pods exist; "" once they do."""
+def workload_members(tree: GroupTree, exist: int, workload: Mapping) -> tuple[int, int]:
+    """(pods of the workload that exist, the gang's minimum of them)."""
     need = tree.root.min_member or len(tree.slots())
     remaining = still_to_run(workload)
-    if remaining is not None:
-        need = min(need, remaining)
-    if exist >= need:
-        return ""
-    return f"waiting for {need - exist} more pods of gang {tree.key}: {exist} of {need} exist"
+    return exist, need if remaining is None else min(need, remaining)

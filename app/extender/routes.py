@@ -135,7 +135,9 @@ async def _on_loop_unless_busy(state, call: Callable, *args):
 
 async def _filter(request: Request, gangs: GangScheduler) -> Response:
     args = await parse_args(request)
-    outcome = await _on_loop_unless_busy(gangs.state, gangs.filter, args.Pod, _candidates(args))
+    candidates = _candidates(args)
+    outcome = await gangs.member_wait.filter(
+        lambda: _on_loop_unless_busy(gangs.state, gangs.filter, args.Pod, candidates))
     resolvable, unresolvable = ({}, outcome.failed) if outcome.unresolvable else (outcome.failed, {})
     answer = {"Nodes": None, "NodeNames": outcome.nodes, "FailedNodes": resolvable,
               "FailedAndUnresolvableNodes": unresolvable, "Error": outcome.error}

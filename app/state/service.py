@@ -86,6 +86,7 @@ class ServiceState:
         self._role_requests: dict[int, tuple] = {}     # id(pod spec) -> (spec, resource index, request row)
         self.generation = 0                      # bumped on every change that may change a plan's outcome
         self.rebuilds = 0                        # bumped whenever `cluster` is replaced (nodes, topologies)
+        self.pods_added = 0                      # bumped when a pod appears (a gang waiting for members may be whole)
         self.changes = NodeChanges()             # per node: when room was freed / pods started (refusal cache)
         self.synced_once = False
         self.bound: dict[str, dict[Slot, tuple[str, str]]] = {}   # gang -> slot -> (pod key, node)
@@ -150,6 +151,8 @@ class ServiceState:
                                           group=kind.group)
             self.objects.apply(kind, event, obj)
             if kind.kind == "Pod":
+                if event == "ADDED":
+                    self.pods_added += 1
                 if event == "DELETED":
                     self._free_claimed_slots(pod_key(obj))
                 self._index_podgroup(event, obj)
@@ -491,6 +494,8 @@ class ServiceState:
         namespace, name = key.split("/", 1)
         if self.objects.get("Pod", namespace, name) is not None:
             return
+        if key not in self.seen_pods:
+            self.pods_added += 1
         self.seen_pods[key] = pod
         self.seen_pods.move_to_end(key)
         self._index_podgroup("ADDED", pod)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from workloads import BLOCK, RACK, ZONE, distinct, indexed_job, segments, topology
 
@@ -47,6 +48,27 @@ def test_podgroup_pods_created_one_by_one_wait_for_min_member(cluster, ns):
     ns.apply({**pod, "metadata": {"name": "p3", "annotations": {"pod-group-name": "pg-x"}}})
     bound = cluster.wait_bound(ns.name, 4)
     assert len(distinct(cluster, bound, RACK)) == 1
+
+
+def test_a_gang_whose_last_pods_come_moments_after_its_first_waits_for_them_unrefused(cluster, ns):
+    """An idle kube-scheduler tries the first pod before its siblings exist. Held in its filter call (once per
+    gang, --member-wait), it is planned with them rather than refused into kube-scheduler's 1-2 s backoff:
+    the gang binds with no FailedScheduling event."""
+    ns.add_nodes({f"n{i}": ("zone-a", "block-a", f"rack-a{i // 4}") for i in range(8)})
+    ns.apply({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pg-y"},
+              "spec": {"minMember": 4, "topologyConstraint": {"topology": "e2e", "requiredTopologyLevel": "rack"}}})
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "annotations": {"pod-group-name": "pg-y"}},
+             "spec": {"schedulerName": "tas-scheduler", "containers": [
+                 {"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+            for i in range(4)]
+    ns.apply(pods[0])
+    time.sleep(0.03)                           # long enough for kube-scheduler to take p0 alone
+    with ThreadPoolExecutor(3) as threads:
+        list(threads.map(ns.apply, pods[1:]))
+    bound = cluster.wait_bound(ns.name, 4)
+    assert len(distinct(cluster, bound, RACK)) == 1
+    refusals = [e.message for e in cluster.core.list_namespaced_event(ns.name).items if e.reason == "FailedScheduling"]
+    assert refusals == []
 
 
 def test_an_indexed_job_with_more_completions_than_parallelism_runs_wave_after_wave(cluster, ns):
