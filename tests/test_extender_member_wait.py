@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from app.extender.member_wait import HOLD_PER_GANG, MemberWait
+from app.extender.member_wait import HOLD_PER_GANG, SHARE, MemberWait
 from service_helpers import filter_, make_client, schedule, service
 from test_extender_gang_minimum import kai_member, kai_podgroup
 
@@ -36,17 +36,15 @@ def test_a_pod_tried_before_its_last_sibling_exists_is_steered_once_the_sibling_
     assert len(placed) == 2
 
 
-def test_a_gang_still_short_is_refused_and_its_calls_stop_waiting_once_its_time_is_spent():
+def test_a_gang_kept_short_waits_only_while_its_pods_come_then_is_refused_at_once():
     client = make_client(kai_podgroup("pg-x", 4), member_wait=0.02)
     pods = [kai_member("pg-x", i) for i in range(4)]
-    for attempt in range(HOLD_PER_GANG + 2):
-        answer = filter_(client, pods[attempt % 3])
+    for pod in [*pods[:3], *pods[:3]]:
+        answer = filter_(client, pod)
         assert answer["NodeNames"] == []
         assert "waiting for" in next(iter(answer["FailedAndUnresolvableNodes"].values()))
-        if attempt == HOLD_PER_GANG:
-            holds = held(client, "short")
-    assert 1 <= holds <= HOLD_PER_GANG and held(client, "whole") == 0
-    assert held(client, "short") == holds, "the gang's time is spent: later calls are refused at once"
+    assert held(client, "short") == 3, "each call that brought a new pod waited; the retries did not"
+    assert held(client, "whole") == 0
     assert len({schedule(client, pod) for pod in reversed(pods)}) == 4
 
 
@@ -100,16 +98,39 @@ def test_a_hold_asks_again_only_when_a_pod_appeared_and_ends_when_the_gang_is_wh
     assert asked == [0, 1, 2], "asked at first, then once after each pod that appeared"
 
 
-def test_a_hold_ends_after_a_quiet_period_and_a_gang_holds_at_most_four_of_them():
+def test_a_stuck_gang_is_held_one_quiet_period_and_never_again():
     pods, ends = [0], []
 
     async def decide():
         return Waiting(("ns/g", 5))         # the pods that appear are not the gang's
-    clock = Ticking(0.01)
-    wait = MemberWait(0.1, lambda: pods[0], ends.append, clock=clock, poll=0)
+    wait = MemberWait(0.1, lambda: pods[0], ends.append, clock=Ticking(0.01), poll=0)
     run_hold(wait, decide, pods, [1] * 50)
-    assert ends == [False] and 0.1 <= wait._held["ns/g"] < 0.15, "a quiet period with no sibling ends it"
+    assert ends == [False] and 0.1 <= wait._gangs["ns/g"].held < 0.15
     for _ in range(5):
-        run_hold(wait, decide, pods, [])
-    assert wait._held["ns/g"] < HOLD_PER_GANG * 0.1 + 0.02
-    assert len(ends) == HOLD_PER_GANG, "once its time is spent, the gang's calls are answered at once"
+        run_hold(wait, decide, pods, [1] * 50)
+    assert ends == [False], "no pod of the gang came since: its retries are answered at once"
+
+
+def test_a_slowly_growing_gang_is_held_at_most_four_quiet_periods():
+    pods, ends = [0], []
+
+    async def decide():
+        return Waiting(("ns/g", 1000 - pods[0]))       # a pod of the gang comes every few looks
+    wait = MemberWait(0.1, lambda: pods[0], ends.append, clock=Ticking(0.01), poll=0)
+    for _ in range(3):
+        run_hold(wait, decide, pods, [5] * 200)
+    assert HOLD_PER_GANG * 0.1 - 0.05 <= wait._gangs["ns/g"].held < HOLD_PER_GANG * 0.1 + 0.05
+    assert ends == [False], "one hold, ended by the gang's time; later calls are answered at once"
+
+
+def test_holds_of_many_gangs_take_at_most_a_share_of_the_time():
+    pods, clock = [0], Ticking(0.01)
+    wait = MemberWait(0.1, lambda: pods[0], clock=clock, poll=0)
+    for n in range(100):                           # a hundred new gangs, none of which ever completes
+        async def decide(name=f"ns/g{n}"):
+            return Waiting((name, 3))
+        run_hold(wait, decide, pods, [1] * 50)
+        clock.now += 0.2                           # kube-scheduler busy with other pods meanwhile
+    held = sum(gang.held for gang in wait._gangs.values())
+    assert held <= HOLD_PER_GANG * 0.1 + SHARE * clock.now + 0.05
+    assert held < 0.5 * 100 * 0.1, "unbounded, each gang would have held a whole quiet period"

@@ -7,11 +7,11 @@ goes back to kube-scheduler's queue with a backoff of at least one second, round
 flush (`podInitialBackoffSeconds` cannot go below 1); on a busy scheduler the gang then starts 1-2 s late.
 Held while its siblings keep appearing, the first pod is planned with them and the gang binds at once.
 
-kube-scheduler's scheduling cycle is serial, so every pod behind a held one waits with it. A hold ends as
-soon as the answer is no longer "waiting for N more pods", or when no sibling has appeared for `quiet`
-seconds, and each gang gets at most `HOLD_PER_GANG` times `quiet` of holding in all, over all of its pods'
-calls. A gang still short then is refused as before: a controller that never completes it costs the
-scheduler that much once.
+kube-scheduler's scheduling cycle is serial: every pod behind a held one waits with it. So a call is held
+only while the gang's pods keep coming (one appeared less than `quiet` seconds ago: the pod at hand, when it
+is the gang's newest), a gang gets at most `HOLD_PER_GANG` quiet periods of holding in all, and all holds
+together take at most `SHARE` of the time (after a burst of `HOLD_PER_GANG` quiet periods). A gang still
+short is refused as before: a controller that never completes it costs the scheduler one quiet period.
 """
 from __future__ import annotations
 
@@ -19,15 +19,24 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 POLL_SECONDS = 0.005         # how often a held call looks for new pods
 HOLD_PER_GANG = 4            # a gang's holds add up to at most this many quiet periods
-REMEMBERED_GANGS = 4096      # gangs whose time held is kept (the oldest forgotten first)
+SHARE = 0.1                  # holds take at most this share of the time, past a burst of HOLD_PER_GANG periods
+REMEMBERED_GANGS = 4096      # gangs tracked (the oldest forgotten first)
 
 
 class Outcome(Protocol):
     awaiting: tuple[str, int] | None         # (gang, pods still missing) while it waits for members
+
+
+@dataclass
+class _Gang:
+    missing: int             # pods missing when last seen
+    grown: float             # when a pod of it last appeared (or it was first seen)
+    held: float = 0.0        # seconds its calls were held
 
 
 class MemberWait:
@@ -37,41 +46,59 @@ class MemberWait:
         each hold ended (for the metrics)."""
         self.quiet, self.pods_added, self.on_held = quiet, pods_added, on_held
         self.clock, self.poll = clock, poll
-        self._held: OrderedDict[str, float] = OrderedDict()      # gang -> seconds held so far
+        self._gangs: OrderedDict[str, _Gang] = OrderedDict()
+        self._allowance, self._counted = self._burst, clock()     # seconds of holding available, and when
+
+    @property
+    def _burst(self) -> float:
+        return HOLD_PER_GANG * self.quiet
 
     async def filter(self, decide: Callable[[], Awaitable[Outcome]]):
         """`decide()`'s outcome, asked again whenever a pod appeared while the gang waits for members."""
         outcome = await decide()
-        if outcome.awaiting is None:
+        if outcome.awaiting is None or self.quiet <= 0:
             return outcome
-        gang, missing = outcome.awaiting
-        left = HOLD_PER_GANG * self.quiet - self._held.get(gang, 0.0)
-        if left <= 0:
+        gang = self._seen(*outcome.awaiting)
+        started = self.clock()
+        if not self._may_hold(gang, started, started):
             return outcome
-        started = last_sibling = self.clock()
-        seen = self.pods_added()
+        name, seen = outcome.awaiting[0], self.pods_added()
         try:
-            while _waits(outcome, gang):
-                now = self.clock()
-                if now - started >= left or now - last_sibling >= self.quiet:
-                    break
+            while _waits(outcome, name) and self._may_hold(gang, started, self.clock()):
                 await asyncio.sleep(self.poll)
                 if self.pods_added() != seen:
                     seen = self.pods_added()
                     outcome = await decide()
-                    if _waits(outcome, gang) and outcome.awaiting[1] < missing:
-                        missing, last_sibling = outcome.awaiting[1], self.clock()
+                    if _waits(outcome, name):
+                        self._seen(*outcome.awaiting)
         finally:
-            self._charge(gang, self.clock() - started)
+            held = self.clock() - started
+            gang.held += held
+            self._allowance -= held
         if self.on_held is not None:
-            self.on_held(not _waits(outcome, gang))
+            self.on_held(not _waits(outcome, name))
         return outcome
 
-    def _charge(self, gang: str, seconds: float) -> None:
-        self._held[gang] = self._held.get(gang, 0.0) + seconds
-        self._held.move_to_end(gang)
-        while len(self._held) > REMEMBERED_GANGS:
-            self._held.popitem(last=False)
+    def _seen(self, name: str, missing: int) -> _Gang:
+        """The gang's record, its growth noted when fewer pods are missing than last time (or it is new)."""
+        now = self.clock()
+        gang = self._gangs.get(name)
+        if gang is None:
+            gang = self._gangs[name] = _Gang(missing, now)
+        elif missing < gang.missing:
+            gang.missing, gang.grown = missing, now
+        self._gangs.move_to_end(name)
+        while len(self._gangs) > REMEMBERED_GANGS:
+            self._gangs.popitem(last=False)
+        return gang
+
+    def _may_hold(self, gang: _Gang, started: float, now: float) -> bool:
+        """Its pods still coming, its own time and the shared allowance not spent (counting this hold)."""
+        self._allowance = min(self._burst, self._allowance + SHARE * (now - self._counted))
+        self._counted = now
+        holding = now - started
+        return (now - gang.grown < self.quiet and gang.held + holding < self._burst
+                and self._allowance - holding > 0)
 
 
 def _waits(outcome: Outcome, gang: str) -> bool:
