@@ -28,6 +28,9 @@ def test_indexed_job_from_the_job_controller_is_one_gang_in_racks(cluster, ns):
         assert env["KAI_NUM_SEGMENTS"] == "2"
         # ExtendedResourceToleration added the GPU toleration; the plan must have used the admitted pod.
         assert any(t.key == "nvidia.com/gpu" for t in pod.spec.tolerations)
+    # the controller's batches come moments apart: the first pods wait for the rest in their filter calls
+    refusals = [e.message for e in cluster.core.list_namespaced_event(ns.name).items if e.reason == "FailedScheduling"]
+    assert refusals == []
 
 
 def test_podgroup_pods_created_one_by_one_wait_for_min_member(cluster, ns):
