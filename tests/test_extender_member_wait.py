@@ -134,3 +134,20 @@ def test_holds_of_many_gangs_take_at_most_a_share_of_the_time():
     held = sum(gang.held for gang in wait._gangs.values())
     assert held <= HOLD_PER_GANG * 0.1 + SHARE * clock.now + 0.05
     assert held < 0.5 * 100 * 0.1, "unbounded, each gang would have held a whole quiet period"
+
+
+def test_a_gang_that_lost_a_pod_is_held_again_when_its_replacement_comes():
+    pods, ends = [0], []
+    missing = [1]
+
+    async def decide():
+        return Waiting(("ns/g", missing[0]))
+    clock = Ticking(0.01)
+    wait = MemberWait(0.1, lambda: pods[0], ends.append, clock=clock, poll=0)
+    run_hold(wait, decide, pods, [])                 # first seen: held one quiet period
+    clock.now += 10
+    missing[0] = 2                                   # a pod was deleted
+    run_hold(wait, decide, pods, [])
+    missing[0] = 1                                   # its replacement appeared
+    run_hold(wait, decide, pods, [])
+    assert len(ends) == 2, "held when first seen and when the replacement came, not in between"

@@ -86,7 +86,8 @@ class MemberWait:
         if gang is None:
             gang = self._gangs[name] = _Gang(missing, now)
         elif missing < gang.missing:
-            gang.missing, gang.grown = missing, now
+            gang.grown = now
+        gang.missing = missing                  # also up: a pod deleted, to be replaced
         self._gangs.move_to_end(name)
         while len(self._gangs) > REMEMBERED_GANGS:
             self._gangs.popitem(last=False)
