@@ -31,8 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e")]
 
 from cluster import GPU, LEVELS, E2ECluster, scheduler_config  # noqa: E402
-import orjson  # noqa: E402
-from kubernetes.watch.watch import iter_resp_lines  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 from controlplane import ControlPlane, find_binaries, free_port, start  # noqa: E402
 
@@ -120,54 +118,43 @@ def run_round(cluster: E2ECluster, namespace: str, gangs: int, pods: int, kind: 
 
 
 class BindingWatch:
-    """When each pod of the namespace got its node, from a watch opened before the first create (polling
-    would add load and up to a poll interval to every round). Events are read as raw JSON: the client's
-    models cost about as much CPU per event as the extender spends on it, on the cores being measured."""
+    """When each pod of the namespace got its node: a sink of the harness's own list-and-watch of pods
+    (tests/e2e/cluster.py PodSinks), added before the first create; polling would add load and up to a poll
+    interval to every round. Events come as raw JSON: the client library's models would cost about as much
+    CPU per event as the extender spends on it, on the cores being measured."""
 
     def __init__(self, cluster: E2ECluster, namespace: str, expected: int):
+        self.namespace, self.expected = namespace, expected
         self.bound_at: dict[str, float] = {}
-        self.expected = expected
         self.done = threading.Event()
-        self._response = None
-        version = cluster.core.list_namespaced_pod(namespace).metadata.resource_version
-        self._thread = threading.Thread(target=self._run, args=(cluster, namespace, version), daemon=True)
-        self._thread.start()
+        self._sinks = cluster.pod_sinks
+        self._sinks.add(self)
 
-    def _run(self, cluster: E2ECluster, namespace: str, version: str) -> None:
-        while not self.done.is_set():
-            try:
-                self._response = cluster.core.list_namespaced_pod(
-                    namespace, watch=True, resource_version=version, timeout_seconds=900, _preload_content=False)
-                for line in iter_resp_lines(self._response):
-                    event = orjson.loads(line)
-                    if event["type"] == "ERROR":
-                        raise ApiException(reason=str(event["object"]))
-                    self._seen(event["object"])
-            except Exception:  # noqa: BLE001 - a dropped or expired watch: list what it missed, watch again
-                if self.done.is_set():
-                    return
-                pods = cluster.core.list_namespaced_pod(namespace)
-                for pod in pods.items:
-                    if pod.spec.node_name:
-                        self._bound(pod.metadata.name)
-                version = pods.metadata.resource_version
+    def replace(self, kind, pods) -> None:         # a relist after the watch expired: what it missed
+        for pod in pods:
+            self.apply(kind, "ADDED", pod)
 
-    def _seen(self, pod: dict) -> None:
-        if pod["spec"].get("nodeName"):
-            self._bound(pod["metadata"]["name"])
+    def apply(self, kind, event, pod) -> None:
+        metadata = pod.get("metadata") or {}
+        if metadata.get("namespace") == self.namespace and (pod.get("spec") or {}).get("nodeName"):
+            self._bound(metadata["name"])
+
+    def synced(self) -> None:
+        pass
 
     def _bound(self, name: str) -> None:
         if name not in self.bound_at:
             self.bound_at[name] = time.monotonic()
             if len(self.bound_at) >= self.expected:
                 self.done.set()
-                if self._response is not None:
-                    self._response.close()
 
     def wait(self, timeout: float) -> dict[str, float]:
-        if not self.done.wait(timeout):
-            raise TimeoutError(f"{len(self.bound_at)} of {self.expected} pods bound after {timeout:.0f} s")
-        return self.bound_at
+        try:
+            if not self.done.wait(timeout):
+                raise TimeoutError(f"{len(self.bound_at)} of {self.expected} pods bound after {timeout:.0f} s")
+            return self.bound_at
+        finally:
+            self._sinks.remove(self)
 
 
 def waits(created_at: dict[str, float], bound_at: dict[str, float], gangs: int, pods: int) -> str:

@@ -79,6 +79,32 @@ class DeletedPodsFinisher:
         pass
 
 
+class PodSinks:
+    """One list-and-watch of pods (app.kube.KubeSource) fanned out to every part of the harness that follows
+    pods: the kubelet stand-in, and a benchmark's record of bindings while it runs."""
+
+    def __init__(self, *sinks):
+        self.sinks = tuple(sinks)
+
+    def add(self, sink) -> None:
+        self.sinks = (*self.sinks, sink)           # replaced whole: the watch thread reads it without a lock
+
+    def remove(self, sink) -> None:
+        self.sinks = tuple(s for s in self.sinks if s is not sink)
+
+    def replace(self, kind, objects) -> None:
+        for sink in self.sinks:
+            sink.replace(kind, objects)
+
+    def apply(self, kind, event, pod) -> None:
+        for sink in self.sinks:
+            sink.apply(kind, event, pod)
+
+    def synced(self) -> None:
+        for sink in self.sinks:
+            sink.synced()
+
+
 class E2ECluster:
     def __init__(self, plane: ControlPlane, replicas: int = 1, extender_args: tuple[str, ...] = (),
                  direct: bool = False):
@@ -115,7 +141,8 @@ class E2ECluster:
             "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
             "profiles": [{"schedulerName": "default-scheduler"}]})
         # the kubelets' part in deletions, fed by the service's own list-and-watch of pods
-        self._kubelet = KubeSource(KubeApi(self.api), DeletedPodsFinisher(self.finish_pod), [POD_KIND])
+        self.pod_sinks = PodSinks(DeletedPodsFinisher(self.finish_pod))
+        self._kubelet = KubeSource(KubeApi(self.api), self.pod_sinks, [POD_KIND])
         self._kubelet.start()
         return self
 
