@@ -179,6 +179,7 @@ def latency_totals(cluster: E2ECluster) -> dict[str, tuple[float, float]]:
     theirs = cluster.plane.kubectl("get", "--raw", "/metrics")
     totals: dict[str, list[float]] = {}
     add_histogram(totals, ours, "tas_extender_request_seconds", lambda labels: labels.get("verb", ""))
+    add_histogram(totals, ours, "tas_extender_planning_seconds", lambda labels: "planning " + labels.get("kind", ""))
     add_histogram(totals, theirs, "apiserver_admission_webhook_admission_duration_seconds",
                   lambda labels: "apiserver-" + labels.get("type", ""))
     add_histogram(totals, theirs, "apiserver_request_duration_seconds",   # the bind verb's write, as served
