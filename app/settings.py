@@ -69,7 +69,9 @@ class Settings(BaseSettings):
     preemption: Literal["on", "off", "dry-run"] = "on"
     max_request_bytes: int = Field(128 * 2**20, ge=1024)
     webhook_owner_grace: float = Field(30.0, ge=0)   # seconds the webhook denies pods whose owner is not cached yet
-    member_wait: float = Field(0.25, ge=0, le=2)     # seconds a held gang pod waits for its next sibling
+    # seconds a held gang pod waits for its next sibling; a hold lasts at most four of them, kept under the 5 s
+    # httpTimeout of the shipped scheduler configuration
+    member_wait: float = Field(0.25, ge=0, le=1)
     # custom workload kinds to watch besides WATCHED_KINDS: "trainers.example.com/v1=Trainer,..."
     extra_kinds: Annotated[tuple[WatchedKind, ...], NoDecode] = ()
 

@@ -17,7 +17,7 @@ def held(client, outcome: str) -> float:
 
 
 def test_a_pod_tried_before_its_last_sibling_exists_is_steered_once_the_sibling_appears():
-    client = make_client(kai_podgroup("pg-x", 2), member_wait=2.0)
+    client = make_client(kai_podgroup("pg-x", 2), member_wait=1.0)
     first, second = kai_member("pg-x", 0), kai_member("pg-x", 1)
     answers = {}
     asking = threading.Thread(target=lambda: answers.setdefault("first", filter_(client, first)))

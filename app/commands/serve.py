@@ -58,7 +58,8 @@ def register(subparsers) -> None:
         help="hold the filter call of a gang pod whose siblings are still being created while they keep "
              "coming, up to this long after the last one appeared (four times this per gang in all, a tenth of "
              "the time for all gangs), rather than refuse it into kube-scheduler's 1-2 s backoff; 0 refuses at "
-             "once (TAS_MEMBER_WAIT, default 0.25, at most 2)")
+             "once (TAS_MEMBER_WAIT, default 0.25, at most 1: four of them stay under kube-scheduler's "
+             "httpTimeout of 5 s)")
     add("--extra-kinds", metavar="LIST",
         help="custom workload kinds to watch and group besides the built-in ones, comma-separated "
              "<plural>.<group>/<version>=<Kind> (e.g. trainers.example.com/v1=Trainer); the ClusterRole must "
