@@ -195,6 +195,10 @@ def latency_totals(cluster: E2ECluster) -> dict[str, tuple[float, float]]:
         add_histogram(totals, text, "scheduler_framework_extension_point_duration_seconds",
                       lambda labels: f"{scheduler.name} filter plugins"
                       if labels.get("extension_point") == "Filter" else None)
+    for line in ours.splitlines():         # filter calls held for their gang's pods, as counts with no time
+        if line.startswith("tas_extender_member_waits_total{"):
+            outcome = dict(re.findall(r'(\w+)="([^"]*)"', line)).get("outcome", "")
+            totals["holds " + outcome] = [0.0, float(line.rsplit(" ", 1)[1])]
     for line in theirs.splitlines():       # API requests by verb and resource, as counts with no time
         if line.startswith("apiserver_request_total{"):
             labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
@@ -240,16 +244,19 @@ def cpu_used(before: dict[str, float], after: dict[str, float], elapsed: float) 
 
 
 def latency_means(before: dict, after: dict) -> str:
-    out, requests = [], []
+    out, requests, holds = [], [], []
     for name, (total, count) in sorted(after.items()):
         done = count - before.get(name, (0.0, 0.0))[1]
         if name.startswith("requests "):
             if done >= 5:
                 requests.append((done, name.removeprefix("requests ")))
+        elif name.startswith("holds "):
+            holds.append(f"{name.removeprefix('holds ')} {done:.0f}")
         elif done:
             out.append(f"{name} {1000 * (total - before.get(name, (0.0, 0.0))[0]) / done:.1f} ms x {done:.0f}")
     busiest = ", ".join(f"{name} {done:.0f}" for done, name in sorted(requests, reverse=True)[:6])
-    return "; ".join(out) + (f"\n      API requests: {busiest}" if busiest else "")
+    held = f"; filter calls held for their gang's pods (--member-wait): {', '.join(holds)}" if holds else ""
+    return "; ".join(out) + held + (f"\n      API requests: {busiest}" if busiest else "")
 
 
 def violations(cluster: E2ECluster, bound: list) -> int:
