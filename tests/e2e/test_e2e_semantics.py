@@ -3,7 +3,7 @@ controller numbers it, and a pod of another scheduler landing on a node reserved
 from __future__ import annotations
 
 from workloads import (BLOCK, ELSEWHERE, GPU, RACK, THREE_RACKS, assert_no_node_over, container, distinct,
-                       gated_gang, plan_slots, release)
+                       gated_gang, indexed_job, plan_slots, release, topology)
 
 
 def test_pod_of_the_default_scheduler_on_a_reserved_node_makes_the_gang_replan(cluster, ns):
@@ -46,3 +46,23 @@ def test_lws_subgroups_land_as_upstream_numbers_them_one_rack_each(cluster, ns):
     assert all(len(r) == 1 for r in racks), racks
     assert racks[0] != racks[1], "each subgroup takes its rack alone"
     assert all(int(c.resources.limits[GPU]) == 8 for p in bound for c in p.spec.containers)
+
+
+def test_a_lws_scaled_down_gives_the_nodes_of_its_removed_group_to_the_next_gang_at_once(cluster, ns):
+    """Two groups of 4 in one rack scaled to one group: the LWS controller deletes the second group's pods
+    and makes no replacements. Its plan goes with the spec change (a new metadata.generation) instead of
+    holding the group's nodes for replacements until the reservation TTL (300 s)."""
+    ns.add_nodes({f"n{i}": ("zone-a", "block-a", "rack-a") for i in range(8)})
+    worker = {"spec": {"schedulerName": "tas-scheduler", "containers": [container(gpus=8)]}}
+    cluster.create_with_pods(ns.name, {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": "serve", "annotations": topology(required="rack")},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 4, "workerTemplate": worker}}})
+    cluster.wait_bound(ns.name, 8, "leaderworkerset.sigs.k8s.io/name=serve")
+    cluster.plane.kubectl("-n", ns.name, "patch", "leaderworkerset", "serve", "--type=merge",
+                          "-p", '{"spec":{"replicas":1}}')
+    cluster.core.delete_collection_namespaced_pod(                  # what the LWS controller then deletes
+        ns.name, label_selector="leaderworkerset.sigs.k8s.io/name=serve,leaderworkerset.sigs.k8s.io/group-index=1")
+    ns.apply(indexed_job("next", 4, 8, topology(required="rack")))
+    bound = cluster.wait_bound(ns.name, 4, "job-name=next", timeout=45)
+    assert len(distinct(cluster, bound, RACK)) == 1
