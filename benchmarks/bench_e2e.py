@@ -338,6 +338,11 @@ def main() -> int:
             print(f"plain kube-scheduler: {plain:.1f} pods/s; with the extender (gangs): {gang:.1f} pods/s; "
                   f"ratio {gang / plain:.0%} (target >= 80%); violations: "
                   f"{sum(r['violations'] for r in results['gangs'])}")
+            spread = {kind: sorted(r["pods_per_second"] for r in results[kind]) for kind in kinds}
+            print("the same as medians (the rounds' range), less moved by one noisy round: " + ", ".join(
+                f"{kind} {statistics.median(rates):.1f} ({rates[0]:.1f}-{rates[-1]:.1f}) pods/s"
+                for kind, rates in spread.items()) +
+                f"; ratio {statistics.median(spread['gangs']) / statistics.median(spread['plain']):.0%}")
             if args.null_extender:
                 null = statistics.mean(r["pods_per_second"] for r in results["null"])
                 print(f"with the null extender (plain pods, a filter call each): {null:.1f} pods/s; "
