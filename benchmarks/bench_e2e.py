@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e")]
 
-from cluster import GPU, LEVELS, E2ECluster, scheduler_config  # noqa: E402
+from cluster import GPU, LEVELS, E2ECluster, PodSink, scheduler_config  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 from controlplane import ControlPlane, find_binaries, free_port, start  # noqa: E402
 
@@ -117,7 +117,7 @@ def run_round(cluster: E2ECluster, namespace: str, gangs: int, pods: int, kind: 
     return result
 
 
-class BindingWatch:
+class BindingWatch(PodSink):
     """When each pod of the namespace got its node: a sink of the harness's own list-and-watch of pods
     (tests/e2e/cluster.py PodSinks), added before the first create; polling would add load and up to a poll
     interval to every round. Events come as raw JSON: the client library's models would cost about as much
@@ -130,17 +130,10 @@ class BindingWatch:
         self._sinks = cluster.pod_sinks
         self._sinks.add(self)
 
-    def replace(self, kind, pods) -> None:         # a relist after the watch expired: what it missed
-        for pod in pods:
-            self.apply(kind, "ADDED", pod)
-
     def apply(self, kind, event, pod) -> None:
         metadata = pod.get("metadata") or {}
         if metadata.get("namespace") == self.namespace and (pod.get("spec") or {}).get("nodeName"):
             self._bound(metadata["name"])
-
-    def synced(self) -> None:
-        pass
 
     def _bound(self, name: str) -> None:
         if name not in self.bound_at:
@@ -195,16 +188,11 @@ def latency_totals(cluster: E2ECluster) -> dict[str, tuple[float, float]]:
         add_histogram(totals, text, "scheduler_framework_extension_point_duration_seconds",
                       lambda labels: f"{scheduler.name} filter plugins"
                       if labels.get("extension_point") == "Filter" else None)
-    for line in ours.splitlines():         # filter calls held for their gang's pods, as counts with no time
-        if line.startswith("tas_extender_member_waits_total{"):
-            outcome = dict(re.findall(r'(\w+)="([^"]*)"', line)).get("outcome", "")
-            totals["holds " + outcome] = [0.0, float(line.rsplit(" ", 1)[1])]
-    for line in theirs.splitlines():       # API requests by verb and resource, as counts with no time
-        if line.startswith("apiserver_request_total{"):
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-            name = "requests " + labels.get("verb", "") + " " + labels.get("resource", "") + \
-                ("/" + labels["subresource"] if labels.get("subresource") else "")
-            totals.setdefault(name, [0.0, 0.0])[1] += float(line.rsplit(" ", 1)[1])
+    # counts with no time: filter calls held for their gang's pods, API requests by verb and resource
+    add_counter(totals, ours, "tas_extender_member_waits_total", lambda labels: "holds " + labels.get("outcome", ""))
+    add_counter(totals, theirs, "apiserver_request_total", lambda labels: (
+        "requests " + labels.get("verb", "") + " " + labels.get("resource", "") +
+        ("/" + labels["subresource"] if labels.get("subresource") else "")))
     return {name: (total, count) for name, (total, count) in totals.items()}
 
 
@@ -216,9 +204,21 @@ def add_histogram(totals: dict[str, list[float]], text: str, family: str, name_o
             head = family + part
             if line.startswith(head) and line[len(head):len(head) + 1] in ("{", " "):
                 series, value = line.rsplit(" ", 1)
-                name = name_of(dict(re.findall(r'(\w+)="([^"]*)"', series)))
+                name = name_of(_labels(series))
                 if name is not None:
                     totals.setdefault(name, [0.0, 0.0])[index] += float(value)
+
+
+def add_counter(totals: dict[str, list[float]], text: str, family: str, name_of) -> None:
+    """Add every series of a Prometheus counter to the count of totals[name_of(its labels)]."""
+    for line in text.splitlines():
+        if line.startswith(family + "{"):
+            series, value = line.rsplit(" ", 1)
+            totals.setdefault(name_of(_labels(series)), [0.0, 0.0])[1] += float(value)
+
+
+def _labels(series: str) -> dict[str, str]:
+    return dict(re.findall(r'(\w+)="([^"]*)"', series))
 
 
 def cpu_seconds(cluster: E2ECluster) -> dict[str, float]:

@@ -76,16 +76,17 @@ def _host_ports(spec: Mapping) -> NodeLimit | None:
     return NodeLimit(1, f"host port {', '.join(sorted(set(ports)))}") if ports else None
 
 
+def _hard_spreads(spec: Mapping, labels: Mapping[str, str]) -> list[Mapping]:
+    """The pod's `DoNotSchedule` topology spread constraints whose selector selects the pod itself
+    (matchLabelKeys add the pod's own values to the selector: it still selects the pod)."""
+    return [constraint for constraint in mappings(spec.get("topologySpreadConstraints"))
+            if constraint.get("whenUnsatisfiable") == "DoNotSchedule"
+            and selects(constraint.get("labelSelector"), labels)]
+
+
 def _topology_spread(spec: Mapping, labels: Mapping[str, str]) -> NodeLimit | None:
-    skews = []
-    for constraint in mappings(spec.get("topologySpreadConstraints")):
-        skew = constraint.get("maxSkew")
-        if constraint.get("topologyKey") != HOSTNAME or constraint.get("whenUnsatisfiable") != "DoNotSchedule" \
-                or not isinstance(skew, int) or isinstance(skew, bool) or skew < 1:
-            continue
-        # matchLabelKeys add the pod's own values to the selector: it still selects the pod
-        if selects(constraint.get("labelSelector"), labels):
-            skews.append(skew)
+    skews = [c.get("maxSkew") for c in _hard_spreads(spec, labels) if c.get("topologyKey") == HOSTNAME]
+    skews = [skew for skew in skews if isinstance(skew, int) and not isinstance(skew, bool) and skew >= 1]
     if not skews:
         return None
     return NodeLimit(min(skews), f"topology spread on {HOSTNAME}, maxSkew {min(skews)}")
@@ -95,11 +96,6 @@ def unmodelled_spreads(spec: Mapping, labels: Mapping[str, str]) -> list[str]:
     """Topology keys of `DoNotSchedule` spread constraints selecting the pod on keys other than the
     hostname: kube-scheduler spreads such pods over every domain of the key, which a gang kept in one
     domain cannot satisfy, and the plan does not model it."""
-    keys = []
-    for constraint in mappings(spec.get("topologySpreadConstraints")):
-        key = constraint.get("topologyKey")
-        if isinstance(key, str) and key != HOSTNAME and constraint.get("whenUnsatisfiable") == "DoNotSchedule" \
-                and selects(constraint.get("labelSelector"), labels):
-            keys.append(key)
-    return keys
+    keys = [constraint.get("topologyKey") for constraint in _hard_spreads(spec, labels)]
+    return [key for key in keys if isinstance(key, str) and key != HOSTNAME]
 

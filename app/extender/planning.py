@@ -159,4 +159,3 @@ def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str
 
 def _per_node(pods: int) -> str:
     return "one pod per node" if pods == 1 else f"at most {pods} pods per node"
-

@@ -57,26 +57,33 @@ def webhook_config(url: str, ca_pem: bytes) -> dict:
     return config
 
 
-class DeletedPodsFinisher:
-    """What kubelets do for pods being deleted (evicted, preempted, their namespace gone): stop the
-    containers and confirm; without it a deleted pod would hold its node's GPUs until its grace ends.
-    An ObjectSink of pods (app.kube.KubeSource lists and watches them)."""
-
-    def __init__(self, finish: Callable[[str, str, str | None], None]):
-        self.finish = finish
+class PodSink:
+    """An ObjectSink of pods (app.kube.KubeSource lists and watches them) that only reads each pod as it is:
+    a relist is every pod seen again. Subclasses define `apply`."""
 
     def replace(self, kind, objects) -> None:
         for pod in objects:
             self.apply(kind, "ADDED", pod)
 
     def apply(self, kind, event, pod) -> None:
+        raise NotImplementedError
+
+    def synced(self) -> None:
+        pass
+
+
+class DeletedPodsFinisher(PodSink):
+    """What kubelets do for pods being deleted (evicted, preempted, their namespace gone): stop the
+    containers and confirm; without it a deleted pod would hold its node's GPUs until its grace ends."""
+
+    def __init__(self, finish: Callable[[str, str, str | None], None]):
+        self.finish = finish
+
+    def apply(self, kind, event, pod) -> None:
         metadata = pod.get("metadata") or {}
         if event != "DELETED" and metadata.get("deletionTimestamp") and (pod.get("spec") or {}).get("nodeName") \
                 and metadata.get("namespace") != "tas-system":
             self.finish(metadata["name"], metadata["namespace"], (pod.get("status") or {}).get("phase"))
-
-    def synced(self) -> None:
-        pass
 
 
 class PodSinks:
