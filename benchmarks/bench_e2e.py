@@ -62,18 +62,20 @@ TITLE = {"plain": "plain default-scheduler ", "gangs": "tas-scheduler + extender
          "null": "null-scheduler + null extender"}
 
 
-def start_null_extender(cluster: E2ECluster) -> None:
+def start_null_extender(cluster: E2ECluster, bind: bool) -> None:
     """null_extender.py and a kube-scheduler `null-scheduler` that calls its filter verb, configured as the
-    shipped profile is (HTTPS, node names only, every node a candidate) but with no other verb."""
+    shipped profile is (HTTPS, node names only, every node a candidate) but with no other verb; with `bind`,
+    also its bind verb, which writes each Binding with placement annotations as the service does."""
     plane = cluster.plane
     port = free_port()
     cert, key = plane.certs.issue("null-extender", "/CN=null-extender", server=True)
+    api = [plane.server, plane.certs.ca_crt, plane.certs.folder / "admin.crt", plane.certs.folder / "admin.key"]
     plane.processes.append(start("null-extender", [sys.executable, ROOT / "benchmarks" / "null_extender.py",
-                                                   port, cert, key], plane.folder))
+                                                   port, cert, key, *(api if bind else [])], plane.folder))
     config = scheduler_config(f"https://127.0.0.1:{port}", plane.certs.ca_crt.read_bytes())
     config["profiles"][0]["schedulerName"] = "null-scheduler"
     for extender in config["extenders"]:
-        for verb in ("prioritizeVerb", "preemptVerb", "bindVerb"):
+        for verb in ("prioritizeVerb", "preemptVerb", *(() if bind else ("bindVerb",))):
             extender.pop(verb, None)
     plane.start_scheduler("null-scheduler", config)
 
@@ -296,6 +298,9 @@ def main() -> int:
     parser.add_argument("--null-extender", action="store_true",
                         help="also rounds of the plain pods through a kube-scheduler calling null_extender.py "
                              "(a filter that keeps the first candidate): what calling any extender costs here")
+    parser.add_argument("--null-bind", action="store_true",
+                        help="--null-extender whose extender also binds (one Binding write per pod, with "
+                             "placement annotations, as the service does): what any binding extender costs here")
     args = parser.parse_args()
     if not 8 <= args.nodes <= 2000:
         parser.error(f"--nodes {args.nodes}: expected 8 to 2,000")
@@ -317,16 +322,18 @@ def main() -> int:
             cluster.add_gpu_nodes(layout(args.nodes))
             print(f"{args.nodes} GPU nodes added in {time.monotonic() - began:.1f} s; "
                   f"{gangs} gangs x {args.pods} pods per round (one block each) vs {gangs * args.pods} plain pods")
-            kinds = ["plain", "gangs"] + (["null"] if args.null_extender else [])
-            if args.null_extender:
-                start_null_extender(cluster)
+            with_null = args.null_extender or args.null_bind
+            kinds = ["plain", "gangs"] + (["null"] if with_null else [])
+            if with_null:
+                start_null_extender(cluster, args.null_bind)
+            titles = {**TITLE, "null": TITLE["null"] + (" (filter, bind)" if args.null_bind else " (filter)")}
             results: dict[str, list[dict]] = {kind: [] for kind in kinds}
             order = (kinds + kinds[::-1]) * args.rounds          # plain, gangs, gangs, plain, ...
             for n, kind in enumerate(order[:len(kinds) * args.rounds]):
                 namespace = f"bench-{n}"
                 result = run_round(cluster, namespace, gangs, args.pods, kind)
                 results[kind].append(result)
-                print(f"  round {n + 1}: {TITLE[kind]} {result['pods']} pods in {result['seconds']:.2f} s "
+                print(f"  round {n + 1}: {titles[kind]} {result['pods']} pods in {result['seconds']:.2f} s "
                       f"({result['pods_per_second']:.1f} pods/s; created in {result['create_seconds']:.2f} s)"
                       + (f", constraint violations: {result['violations']}" if kind == "gangs" else ""))
                 print(f"      mean latency: {result['latency']}")
@@ -343,9 +350,10 @@ def main() -> int:
                 f"{kind} {statistics.median(rates):.1f} ({rates[0]:.1f}-{rates[-1]:.1f}) pods/s"
                 for kind, rates in spread.items()) +
                 f"; ratio {statistics.median(spread['gangs']) / statistics.median(spread['plain']):.0%}")
-            if args.null_extender:
+            if with_null:
                 null = statistics.mean(r["pods_per_second"] for r in results["null"])
-                print(f"with the null extender (plain pods, a filter call each): {null:.1f} pods/s; "
+                calls = "a filter and a bind call each" if args.null_bind else "a filter call each"
+                print(f"with the null extender (plain pods, {calls}): {null:.1f} pods/s; "
                       f"ratio {null / plain:.0%}")
         finally:
             if cluster is not None:
