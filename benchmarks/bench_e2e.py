@@ -62,16 +62,18 @@ TITLE = {"plain": "plain default-scheduler ", "gangs": "tas-scheduler + extender
          "null": "null-scheduler + null extender"}
 
 
-def start_null_extender(cluster: E2ECluster, bind: bool) -> None:
+def start_null_extender(cluster: E2ECluster, bind: bool, stack: bool) -> None:
     """null_extender.py and a kube-scheduler `null-scheduler` that calls its filter verb, configured as the
     shipped profile is (HTTPS, node names only, every node a candidate) but with no other verb; with `bind`,
-    also its bind verb, which writes each Binding with placement annotations as the service does."""
+    also its bind verb, which writes each Binding with placement annotations as the service does; with
+    `stack`, null_extender_stack.py: the same answers served by uvicorn, binds through urllib3 threads."""
     plane = cluster.plane
     port = free_port()
     cert, key = plane.certs.issue("null-extender", "/CN=null-extender", server=True)
     api = [plane.server, plane.certs.ca_crt, plane.certs.folder / "admin.crt", plane.certs.folder / "admin.key"]
-    plane.processes.append(start("null-extender", [sys.executable, ROOT / "benchmarks" / "null_extender.py",
-                                                   port, cert, key, *(api if bind else [])], plane.folder))
+    script = ROOT / "benchmarks" / ("null_extender_stack.py" if stack else "null_extender.py")
+    plane.processes.append(start("null-extender", [sys.executable, script, port, cert, key,
+                                                   *(api if bind else [])], plane.folder))
     config = scheduler_config(f"https://127.0.0.1:{port}", plane.certs.ca_crt.read_bytes())
     config["profiles"][0]["schedulerName"] = "null-scheduler"
     for extender in config["extenders"]:
@@ -301,6 +303,9 @@ def main() -> int:
     parser.add_argument("--null-bind", action="store_true",
                         help="--null-extender whose extender also binds (one Binding write per pod, with "
                              "placement annotations, as the service does): what any binding extender costs here")
+    parser.add_argument("--null-stack", action="store_true",
+                        help="--null-bind with the null extender on the service's stack (uvicorn, a bare ASGI "
+                             "app, binds through urllib3 threads) instead of hand-written HTTP")
     args = parser.parse_args()
     if not 8 <= args.nodes <= 2000:
         parser.error(f"--nodes {args.nodes}: expected 8 to 2,000")
@@ -322,11 +327,13 @@ def main() -> int:
             cluster.add_gpu_nodes(layout(args.nodes))
             print(f"{args.nodes} GPU nodes added in {time.monotonic() - began:.1f} s; "
                   f"{gangs} gangs x {args.pods} pods per round (one block each) vs {gangs * args.pods} plain pods")
+            args.null_bind |= args.null_stack
             with_null = args.null_extender or args.null_bind
             kinds = ["plain", "gangs"] + (["null"] if with_null else [])
             if with_null:
-                start_null_extender(cluster, args.null_bind)
-            titles = {**TITLE, "null": TITLE["null"] + (" (filter, bind)" if args.null_bind else " (filter)")}
+                start_null_extender(cluster, args.null_bind, args.null_stack)
+            titles = {**TITLE, "null": TITLE["null"] + (
+                " (filter, bind" + (", uvicorn)" if args.null_stack else ")") if args.null_bind else " (filter)")}
             results: dict[str, list[dict]] = {kind: [] for kind in kinds}
             order = (kinds + kinds[::-1]) * args.rounds          # plain, gangs, gangs, plain, ...
             for n, kind in enumerate(order[:len(kinds) * args.rounds]):

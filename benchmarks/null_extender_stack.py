@@ -1,0 +1,57 @@
+"""null_extender.py on the service's own stack: uvicorn (uvloop, httptools) serving a bare ASGI app (no
+FastAPI, no middleware), and binds written through a urllib3 pool in worker threads, as the service's
+client writes them (`bench_e2e.py --null-bind --null-stack`). The same answers as null_extender.py: the
+first candidate, and one Binding per pod with placement annotations. What is left between it and the
+hand-written null extender is the cost of the stack itself.
+
+    python benchmarks/null_extender_stack.py PORT CERT KEY API_SERVER CA CLIENT_CERT CLIENT_KEY
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import orjson
+import urllib3
+import uvicorn
+
+from null_extender import _ANNOTATIONS, filter_answer
+
+
+class Binder:
+    def __init__(self, server: str, ca: str, cert: str, key: str):
+        self.server = server
+        self.pool = urllib3.PoolManager(maxsize=16, ca_certs=ca, cert_file=cert, key_file=key)
+
+    def answer(self, body: bytes) -> bytes:
+        args = orjson.loads(body)
+        namespace, name = args["PodNamespace"], args["PodName"]
+        binding = {"apiVersion": "v1", "kind": "Binding",
+                   "metadata": {"name": name, "uid": args["PodUID"], "annotations": _ANNOTATIONS},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": args["Node"]}}
+        response = self.pool.request("POST", f"{self.server}/api/v1/namespaces/{namespace}/pods/{name}/binding",
+                                     body=orjson.dumps(binding), headers={"Content-Type": "application/json"})
+        return orjson.dumps({"Error": "" if response.status < 300 else response.data.decode(errors="replace")})
+
+
+def make_app(binder: Binder):
+    async def app(scope, receive, send) -> None:
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if scope["path"].endswith("/bind"):
+            answer = await asyncio.to_thread(binder.answer, body)
+        else:
+            answer = filter_answer(body)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": answer})
+    return app
+
+
+if __name__ == "__main__":
+    port, cert, key, *api = sys.argv[1:]
+    uvicorn.run(make_app(Binder(*api)), host="127.0.0.1", port=int(port), ssl_certfile=cert, ssl_keyfile=key,
+                loop="uvloop", http="httptools", lifespan="off", access_log=False, log_level="warning")
