@@ -16,19 +16,21 @@ def _key(obj: Mapping) -> tuple[str, str]:
 
 
 class ObjectCache:
-    """Thread-safe store fed by a source; readers get the stored dicts (treat them as read-only)."""
+    """Thread-safe store fed by a source; readers get the stored dicts (treat them as read-only).
+    Tables are kept per Kind, then per API group: a lookup by Kind (every owner lookup, every pod the
+    verbs meet) reads one small map instead of scanning every watched kind."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._objects: dict[str, dict[tuple[str, str], Mapping]] = {}
+        self._tables: dict[str, dict[str, dict[tuple[str, str], Mapping]]] = {}    # kind -> group -> table
 
     def replace(self, kind: WatchedKind, objects: Sequence[Mapping]) -> None:
         with self._lock:
-            self._objects[kind.kind + "." + kind.group] = {_key(o): o for o in objects}
+            self._tables.setdefault(kind.kind, {})[kind.group] = {_key(o): o for o in objects}
 
     def apply(self, kind: WatchedKind, event: EventType, obj: Mapping) -> None:
         with self._lock:
-            table = self._objects.setdefault(kind.kind + "." + kind.group, {})
+            table = self._tables.setdefault(kind.kind, {}).setdefault(kind.group, {})
             if event == "DELETED":
                 table.pop(_key(obj), None)
             else:
@@ -37,21 +39,25 @@ class ObjectCache:
     def get(self, kind: str, namespace: str | None, name: str, group: str | None = None) -> Mapping | None:
         """An object by Kind ("PyTorchJob"), namespace ("" or None for cluster-scoped) and name.
         With several API groups for one Kind (PodGroup, Topology), `group` picks one; else the first found."""
+        key = (namespace or "", name)
         with self._lock:
-            for table_key, table in self._objects.items():
-                table_kind, table_group = table_key.split(".", 1)
-                if table_kind == kind and (group is None or group == table_group):
-                    found = table.get((namespace or "", name))
-                    if found is not None:
-                        return found
+            for table in self._of(kind, group):
+                found = table.get(key)
+                if found is not None:
+                    return found
         return None
 
     def list(self, kind: str, group: str | None = None) -> Iterator[Mapping]:
         with self._lock:
-            tables = [t for k, t in self._objects.items()
-                      if k.split(".", 1)[0] == kind and (group is None or k.split(".", 1)[1] == group)]
-            items = [o for t in tables for o in t.values()]
+            items = [o for table in self._of(kind, group) for o in table.values()]
         return iter(items)
+
+    def _of(self, kind: str, group: str | None) -> list[dict[tuple[str, str], Mapping]]:
+        groups = self._tables.get(kind) or {}
+        if group is None:
+            return list(groups.values())
+        table = groups.get(group)
+        return [] if table is None else [table]
 
 
 def metadata_problem(metadata: Mapping, where: str) -> str | None:
