@@ -18,8 +18,11 @@ import sys
 import orjson
 
 _NO_NODE = b'{"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":"no candidate"}'
-_ANNOTATIONS = {"tas-extender.io/gang": "bench/gang", "tas-extender.io/slot": "worker-0",
-                "tas-extender.io/placement": "zone-0/block-0/rack-0"}
+# as many as the service writes on a gang pod of the benchmark: its gang, slot, topology and one per level
+PLACEMENT_ANNOTATIONS = {"tas-extender.io/gang": "bench-0/gang-0", "tas-extender.io/slot": "worker-0",
+                         "placement.tas-extender.io/topology": "e2e",
+                         "placement.tas-extender.io/zone": "zone-0", "placement.tas-extender.io/block": "block-0",
+                         "placement.tas-extender.io/rack": "rack-0"}
 
 
 def filter_answer(body: bytes) -> bytes:
@@ -45,7 +48,7 @@ class Binder:
         args = orjson.loads(body)
         namespace, name = args["PodNamespace"], args["PodName"]
         binding = orjson.dumps({"apiVersion": "v1", "kind": "Binding",
-                                "metadata": {"name": name, "uid": args["PodUID"], "annotations": _ANNOTATIONS},
+                                "metadata": {"name": name, "uid": args["PodUID"], "annotations": PLACEMENT_ANNOTATIONS},
                                 "target": {"apiVersion": "v1", "kind": "Node", "name": args["Node"]}})
         status, text = await self._post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", binding)
         return orjson.dumps({"Error": "" if status < 300 else text.decode(errors="replace")})

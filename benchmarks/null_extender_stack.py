@@ -15,7 +15,7 @@ import orjson
 import urllib3
 import uvicorn
 
-from null_extender import _ANNOTATIONS, filter_answer
+from null_extender import PLACEMENT_ANNOTATIONS, filter_answer
 
 
 class Binder:
@@ -27,7 +27,7 @@ class Binder:
         args = orjson.loads(body)
         namespace, name = args["PodNamespace"], args["PodName"]
         binding = {"apiVersion": "v1", "kind": "Binding",
-                   "metadata": {"name": name, "uid": args["PodUID"], "annotations": _ANNOTATIONS},
+                   "metadata": {"name": name, "uid": args["PodUID"], "annotations": PLACEMENT_ANNOTATIONS},
                    "target": {"apiVersion": "v1", "kind": "Node", "name": args["Node"]}}
         response = self.pool.request("POST", f"{self.server}/api/v1/namespaces/{namespace}/pods/{name}/binding",
                                      body=orjson.dumps(binding), headers={"Content-Type": "application/json"})
