@@ -29,6 +29,9 @@ class Metrics:
                                registry=self.registry)
         self.expired = Counter("tas_extender_reservations_expired", "Gang plans dropped by the reservation TTL",
                                registry=self.registry)
+        self.stale_evictions = Counter("tas_extender_stale_gang_evictions",
+                                       "Gangs whose bound pods were evicted for staying below the gang's minimum "
+                                       "past the staleness grace period", registry=self.registry)
 
     def watch_state(self, state) -> None:
         """Gang and reservation gauges, read from the plan store at scrape time."""

@@ -78,6 +78,7 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
         loops = [asyncio.create_task(_expire_forever(state))]
         if background:                 # a live cluster: kube-scheduler parks refused pods until woken
             loops.append(asyncio.create_task(_wake_forever(state)))
+            loops.append(asyncio.create_task(_evict_stale_forever(state)))
         try:
             yield
         finally:
@@ -113,6 +114,17 @@ async def _wake_forever(state: ServiceState, period: float = 1.0) -> None:
             await asyncio.to_thread(state.gangs.wake_refused)
         except Exception:        # keep the loop alive; the next round retries
             log.exception("waking refused pods failed")
+
+
+async def _evict_stale_forever(state: ServiceState) -> None:
+    grace = state.settings.staleness_grace_period     # a PodGroup or annotation may enable what this disables
+    period = 5.0 if grace <= 0 else max(0.5, min(5.0, grace / 4))
+    while True:
+        await asyncio.sleep(period)
+        try:
+            await asyncio.to_thread(state.gangs.stale.evict_due)
+        except Exception:        # keep the loop alive; the next round retries
+            log.exception("stale gang eviction failed")
 
 
 class KubeParts:

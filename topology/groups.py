@@ -6,7 +6,7 @@ wrote them (label, alias or tier name) and resolved against the topology by the 
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass, field
 
 
@@ -65,6 +65,17 @@ class Group:
 
     def leaf_min(self) -> int:
         return len(self.slots) if self.min_member is None else min(self.min_member, len(self.slots))
+
+    def satisfied_by(self, placed: Set[Slot]) -> bool:
+        """Whether the pods in `placed` meet this group's minimums, as the planner counts a group done: a
+        leaf its minMember (all by default); an inner group minSubGroup of its children (all by default)
+        and minMember pods of its subtree."""
+        if self.is_leaf:
+            return sum(slot in placed for slot in self.slots) >= self.leaf_min()
+        needed = len(self.children) if self.min_subgroup is None else self.min_subgroup
+        if sum(child.satisfied_by(placed) for child in self.children) < needed:
+            return False
+        return sum(slot in placed for slot in self.all_slots()) >= (self.min_member or 0)
 
 
 @dataclass

@@ -60,6 +60,11 @@ def register(subparsers) -> None:
              "the time for all gangs), rather than refuse it into kube-scheduler's 1-2 s backoff; 0 refuses at "
              "once (TAS_MEMBER_WAIT, default 0.25, at most 1: four of them stay under kube-scheduler's "
              "httpTimeout of 5 s)")
+    add("--staleness-grace-period", type=float, metavar="SECONDS",
+        help="evict the bound pods of a gang that has run below its minimum (some pods bound, too few) for "
+             "this long, so that it is planned again whole, as KAI's stale gang eviction; negative never evicts; "
+             "a PodGroup's spec.stalenessGracePeriod or the annotation kai.scheduler/staleness-grace-period "
+             "overrides it (TAS_STALENESS_GRACE_PERIOD, default 60)")
     add("--extra-kinds", metavar="LIST",
         help="custom workload kinds to watch and group besides the built-in ones, comma-separated "
              "<plural>.<group>/<version>=<Kind> (e.g. trainers.example.com/v1=Trainer); the ClusterRole must "

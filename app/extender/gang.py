@@ -36,6 +36,7 @@ from .member_wait import MemberWait
 from .preemption import keep_helpful_victims
 from .refusal_cache import refusal_key, still_refused
 from .scores import NEUTRAL_SCORE, Scorer
+from .stale import StaleGangs
 from .wakeups import WAKE_ANNOTATION, Wakeups
 
 log = get_logger(__name__)
@@ -67,6 +68,7 @@ class GangScheduler:
         self.preemptor = _preemptor(state, self)
         self.seen_roles = admitted.SeenRoles()
         self.wakeups = Wakeups()
+        self.stale = StaleGangs(state)
         self.member_wait = MemberWait(
             state.settings.member_wait, lambda: state.pods_added,
             lambda whole: state.metrics.member_waits.labels("whole" if whole else "short").inc())

@@ -32,11 +32,26 @@ def creates_all_at_once(workload: Mapping | None) -> bool:
     (a JobSet started in order, or with dependsOn, waits for its earlier jobs)."""
     if workload is None or workload.get("kind") not in ALL_AT_ONCE:
         return False
-    spec = workload.get("spec") or {}
-    if workload.get("kind") == "JobSet":
-        ordered = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
-        return not ordered and not any(job.get("dependsOn") for job in spec.get("replicatedJobs") or [])
-    return True
+    return not (workload.get("kind") == "JobSet" and _jobset_in_order(workload.get("spec") or {}))
+
+
+def creates_one_after_another(workload: Mapping | None) -> bool:
+    """Whether the controller creates some of the gang's pods only once earlier ones run or are ready: a
+    StatefulSet with OrderedReady (its default), an LWS with LeaderReady, a JobSet started in order or with
+    dependsOn, an MPIJob whose launcher waits for its workers. Such a gang runs below its minimum for as
+    long as its first pods take to start."""
+    if workload is None:
+        return False
+    kind, spec = workload.get("kind"), workload.get("spec") or {}
+    return (kind == "StatefulSet" and spec.get("podManagementPolicy") != "Parallel"
+            or kind == "LeaderWorkerSet" and spec.get("startupPolicy") == "LeaderReady"
+            or kind == "JobSet" and _jobset_in_order(spec)
+            or kind == "MPIJob" and spec.get("launcherCreationPolicy") == "WaitForWorkersReady")
+
+
+def _jobset_in_order(spec: Mapping) -> bool:
+    ordered = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
+    return ordered or any(job.get("dependsOn") for job in spec.get("replicatedJobs") or [])
 
 
 def still_to_run(workload: Mapping) -> int | None:

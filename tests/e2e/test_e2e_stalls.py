@@ -3,6 +3,8 @@ gang round of bench_e2e): a refused pod is woken when its refusal runs out witho
 a deleted workload gives its nodes back at once."""
 from __future__ import annotations
 
+import time
+
 from workloads import (BLOCK, ELSEWHERE, GPU, RACK, assert_no_node_over, distinct, gated_gang, indexed_job,
                        plan_slots, release, topology)
 
@@ -49,3 +51,28 @@ def test_the_next_job_gets_the_nodes_of_a_deleted_job_at_once(cluster, ns):
     bound = cluster.wait_bound(ns.name, 4, "job-name=second", timeout=60)
     assert len(distinct(cluster, bound, RACK)) == 1
     assert_no_node_over(cluster, 8)
+
+
+def test_a_gang_left_below_its_minimum_is_evicted_after_its_staleness_grace_period(cluster, ns):
+    """KAI's stale gang eviction: a PodGroup of bare pods (nobody replaces a lost one) runs below its
+    minMember once two of its four pods are gone. After the PodGroup's stalenessGracePeriod the other two
+    are evicted, so they do not hold their GPUs for a gang that cannot run."""
+    ns.add_nodes({f"n{i}": ("zone-a", "block-a", "rack-a") for i in range(4)})
+    ns.apply({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pg-s"},
+              "spec": {"minMember": 4, "stalenessGracePeriod": "2s",
+                       "topologyConstraint": {"topology": "e2e", "requiredTopologyLevel": "rack"}}})
+    for i in range(4):
+        ns.apply({"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": f"s{i}", "annotations": {"pod-group-name": "pg-s"}},
+                  "spec": {"schedulerName": "tas-scheduler", "containers": [
+                      {"name": "main", "image": "busybox", "resources": {"limits": {GPU: "8"}}}]}})
+    cluster.wait_bound(ns.name, 4)
+    for i in range(2):
+        cluster.core.delete_namespaced_pod(f"s{i}", ns.name)
+    deadline = time.monotonic() + 30
+    while cluster.pods(ns.name) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert cluster.pods(ns.name) == [], "the gang's last two pods still hold their nodes"
+    events = [e for e in cluster.core.list_namespaced_event(ns.name).items if e.reason == "StaleGangEvicted"]
+    assert [e.involved_object.name for e in events] == ["pg-s"]
+    assert "2 of its 4 pods bound" in events[0].message

@@ -1,0 +1,165 @@
+"""Stale gangs, evicted as KAI's stalegangeviction action does.
+
+A gang is stale while some of its pods are bound but fewer than its minimums (a PodGroup's minMember, a
+SubGroup's, minSubGroup) and none has succeeded: half a gang that kube-scheduler cannot complete (a filter
+we do not model refuses its other nodes) or that lost pods nobody replaces. It holds its GPUs and does no
+work. Once it has been stale for its grace period, every bound pod is evicted and its plan dropped, so the
+controller's replacements are planned again as a whole gang.
+
+The grace period, first found wins (KAI's order):
+1. a KAI PodGroup's `spec.stalenessGracePeriod`;
+2. the annotation `kai.scheduler/staleness-grace-period` on the workload, then on the gang's pods;
+3. `--staleness-grace-period` (60 s, as KAI's scheduler default).
+Values are Go durations ("90s", "5m", "1h30m"); a negative one never evicts. A gang is not stale while
+its plan is missing (it is being planned again), after one of its pods succeeded, or while its controller
+creates its pods one after another (an OrderedReady StatefulSet, a LeaderReady LWS, an ordered JobSet, an
+MPIJob launched after its workers): such a gang runs below its minimum while it starts.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..logs import fields, get_logger
+from ..state import ServiceState
+from ..state.plans import DONE, GangPlan
+from .minimum import creates_one_after_another
+
+log = get_logger(__name__)
+
+GRACE_ANNOTATION = "kai.scheduler/staleness-grace-period"
+KAI_GROUP = "scheduling.run.ai"
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a Go duration ("1m30s", "-1s", "0"); ValueError naming the valid form otherwise."""
+    body = text.strip()
+    sign = -1.0 if body.startswith("-") else 1.0
+    if body[:1] in ("+", "-"):
+        body = body[1:]
+    if body == "0":
+        return 0.0
+    parts = _PART.findall(body)
+    if not body or "".join(number + unit for number, unit in parts) != body:
+        raise ValueError(f"{text!r} is not a duration; expected a Go duration such as 90s, 5m or 1h30m "
+                         f"(units ns, us, ms, s, m, h), negative to never evict")
+    return sign * sum(float(number) * _UNITS[unit] for number, unit in parts)
+
+
+@dataclass(frozen=True)
+class Eviction:
+    gang: str
+    pods: list[tuple[str, str, str]]       # (namespace, name, uid) of every bound pod
+    owner: Mapping | None                  # the workload or PodGroup, for the Event
+    message: str
+
+
+class StaleGangs:
+    """When each gang turned stale, and its grace period (read once per stale spell); `evict_due()` evicts
+    those past it (the leader only)."""
+
+    def __init__(self, state: ServiceState):
+        self.state = state
+        self.since: dict[str, tuple[float, float]] = {}     # gang -> (stale since, grace period)
+
+    def evict_due(self) -> list[str]:
+        """Evict every gang stale for longer than its grace period; the gangs evicted."""
+        state = self.state
+        if state.writer is None or not state.is_leader():
+            return []
+        with state.lock:
+            due = self._due(state.clock())
+        for eviction in due:
+            self._evict(eviction)
+        return [eviction.gang for eviction in due]
+
+    def _due(self, now: float) -> list[Eviction]:
+        state, due = self.state, []
+        stale = {plan.key: plan for plan in state.plans if is_stale(state, plan)}
+        for key in [key for key in self.since if key not in stale]:
+            del self.since[key]
+        for key, plan in stale.items():
+            if key not in self.since:
+                self.since[key] = (now, grace_period(state, plan))
+            since, grace = self.since[key]
+            if grace < 0 or now - since < grace:
+                continue
+            pods = bound_pods(state, key)
+            message = (f"gang {key}: {len(pods)} of its {len(plan.tree.slots())} pods bound, below the gang's "
+                       f"minimum, for {now - since:.0f}s (staleness grace period {grace:g}s); evicting them so "
+                       f"that the gang is planned again whole")
+            due.append(Eviction(key, pods, _owner(state, plan), message))
+            state.drop_plan(key, "stale: fewer pods bound than the gang's minimum")
+            self.since[key] = (now, grace)         # its pods are going: not again before another grace period
+        return due
+
+    def _evict(self, eviction: Eviction) -> None:
+        state = self.state
+        log.warning("stale gang evicted", extra=fields(gang=eviction.gang, pods=len(eviction.pods),
+                                                        reason=eviction.message))
+        state.metrics.stale_evictions.inc()
+        if eviction.owner is not None:
+            state.writer.event(eviction.owner, "StaleGangEvicted", eviction.message, "Warning")
+        for namespace, name, uid in eviction.pods:
+            try:
+                state.writer.evict(namespace, name, uid or None)
+            except Exception as err:  # noqa: BLE001 - a PDB or the API: the gang stays stale and is retried
+                log.warning("stale gang pod not evicted", extra=fields(
+                    gang=eviction.gang, pod=f"{namespace}/{name}", error=str(err)))
+
+
+def is_stale(state: ServiceState, plan: GangPlan) -> bool:
+    bound = state.bound.get(plan.key) or {}
+    if not bound or len(bound) >= len(plan.tree.slots()) or any(s.status == DONE for s in plan.slots.values()):
+        return False
+    if plan.tree.root.satisfied_by(set(bound)):
+        return False
+    return not creates_one_after_another(_owner(state, plan))    # still starting, one pod after another
+
+
+def bound_pods(state: ServiceState, gang: str) -> list[tuple[str, str, str]]:
+    out = []
+    for pod_key, _node in (state.bound.get(gang) or {}).values():
+        namespace, name = pod_key.split("/", 1)
+        pod = state.find_pod(namespace, name) or {}
+        out.append((namespace, name, (pod.get("metadata") or {}).get("uid") or ""))
+    return out
+
+
+def grace_period(state: ServiceState, plan: GangPlan) -> float:
+    """Seconds this gang may stay stale (negative: forever); see the module's docstring for the order."""
+    owner = _owner(state, plan)
+    sources: list[tuple[str, object]] = []
+    if owner is not None:
+        if (owner.get("apiVersion") or "").startswith(KAI_GROUP + "/") and owner.get("kind") == "PodGroup":
+            sources.append((f"PodGroup {plan.key} spec.stalenessGracePeriod",
+                            (owner.get("spec") or {}).get("stalenessGracePeriod")))
+        sources.append((f"{owner.get('kind')} annotation {GRACE_ANNOTATION}",
+                        ((owner.get("metadata") or {}).get("annotations") or {}).get(GRACE_ANNOTATION)))
+    for namespace, name, _uid in bound_pods(state, plan.key)[:1]:
+        pod = state.find_pod(namespace, name) or {}
+        sources.append((f"pod {namespace}/{name} annotation {GRACE_ANNOTATION}",
+                        ((pod.get("metadata") or {}).get("annotations") or {}).get(GRACE_ANNOTATION)))
+    for where, value in sources:
+        if value is None:
+            continue
+        try:
+            return parse_duration(value) if isinstance(value, str) else _not_a_string(value)
+        except ValueError as err:                  # KAI ignores an invalid value too, and says so
+            log.warning("staleness grace period ignored", extra=fields(gang=plan.key, where=where, error=str(err)))
+    return state.settings.staleness_grace_period
+
+
+def _not_a_string(value) -> float:
+    raise ValueError(f"{value!r} is not a duration string")
+
+
+def _owner(state: ServiceState, plan: GangPlan) -> Mapping | None:
+    if plan.owner is None:
+        return None
+    group, kind, namespace, name = plan.owner
+    return state.objects.get(kind, namespace, name, group=group)
+

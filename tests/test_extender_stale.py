@@ -1,0 +1,181 @@
+"""Stale gangs (KAI's stalegangeviction): a gang left below its minimum with pods bound is evicted whole
+after its grace period, so that its replacements are planned again as one gang."""
+from __future__ import annotations
+
+import pytest
+from service_helpers import Clock, indexed_job, job_pods, make_client, schedule, service
+
+from app.extender.stale import GRACE_ANNOTATION, parse_duration
+from app.state import POD_KIND
+from topology.groups import Group, Slot
+
+GANG = "team-a/pg-llama-uid-llama"
+
+
+def half_bound(job: dict | None = None, bound: int = 5, **settings):
+    """An Indexed Job of 8 pods with `bound` of them scheduled and bound, the rest never tried."""
+    clock = Clock()
+    job = job or indexed_job("llama", pods=8, gpus=4)
+    client = make_client(job, clock=clock, **settings)
+    state = service(client)
+    pods = job_pods(job)
+    for pod in pods:
+        state.apply(POD_KIND, "ADDED", pod)
+    for pod in pods[:bound]:
+        schedule(client, pod)
+    return clock, client, state, pods
+
+
+def test_go_durations_as_kai_reads_them():
+    assert parse_duration("90s") == 90 and parse_duration("1m30s") == 90 and parse_duration("1.5h") == 5400
+    assert parse_duration("-1s") == -1 and parse_duration("0") == 0 and parse_duration("500ms") == 0.5
+    for text in ("90", "1x", "", "s", "1m 30s", "--5s", "-"):
+        with pytest.raises(ValueError, match="Go duration such as 90s"):
+            parse_duration(text)
+
+
+def test_a_group_is_satisfied_by_its_minimums():
+    leaves = [Group(f"sub-{i}", slots=[Slot(f"w{i}", j) for j in range(2)], min_member=1) for i in range(3)]
+    root = Group("job", children=leaves, min_subgroup=2, min_member=3)
+    assert not root.satisfied_by({Slot("w0", 0), Slot("w1", 0)})                   # two subgroups, two pods
+    assert root.satisfied_by({Slot("w0", 0), Slot("w0", 1), Slot("w1", 0)})
+    assert not Group("all", slots=[Slot("w", 0), Slot("w", 1)]).satisfied_by({Slot("w", 0)})
+
+
+def test_a_gang_half_bound_past_its_grace_period_is_evicted_and_its_plan_dropped():
+    clock, _, state, pods = half_bound()
+    assert state.gangs.stale.evict_due() == []                # stale from now on
+    clock.now += 59
+    assert state.gangs.stale.evict_due() == []
+    clock.now += 2
+    assert state.gangs.stale.evict_due() == [GANG]
+    assert all(state.find_pod("team-a", pod["metadata"]["name"]) is None for pod in pods[:5])
+    assert state.plans.get(GANG) is None and not state.bound.get(GANG)
+    event = state.writer.events[-1]
+    assert event["reason"] == "StaleGangEvicted" and event["object"] == "team-a/llama"
+    assert "5 of its 8 pods bound" in event["message"]
+    assert state.metrics.registry.get_sample_value("tas_extender_stale_gang_evictions_total") == 1
+
+
+def test_a_gang_that_completes_within_its_grace_period_is_left_alone():
+    clock, client, state, pods = half_bound()
+    state.gangs.stale.evict_due()
+    clock.now += 30
+    for pod in pods[5:]:
+        schedule(client, pod)
+    clock.now += 60
+    assert state.gangs.stale.evict_due() == []
+    assert len(state.bound[GANG]) == 8
+
+
+def test_an_elastic_gang_at_its_minimum_is_not_stale():
+    job = indexed_job("llama", pods=8, gpus=4)
+    job["metadata"]["annotations"]["kai.scheduler/batch-min-member"] = "4"
+    clock, _, state, _ = half_bound(job, bound=5)
+    state.gangs.stale.evict_due()
+    clock.now += 3600
+    assert state.gangs.stale.evict_due() == []
+
+
+@pytest.mark.parametrize("value, evicted_after", [("10s", 10), ("-1s", None)])
+def test_the_workload_annotation_sets_the_grace_period(value, evicted_after):
+    job = indexed_job("llama", pods=8, gpus=4)
+    job["metadata"]["annotations"][GRACE_ANNOTATION] = value
+    clock, _, state, _ = half_bound(job)
+    state.gangs.stale.evict_due()
+    clock.now += 11
+    assert state.gangs.stale.evict_due() == ([GANG] if evicted_after else [])
+    clock.now += 3600
+    assert state.gangs.stale.evict_due() == []
+
+
+def test_the_flag_sets_the_default_and_an_invalid_annotation_falls_back_to_it(caplog):
+    job = indexed_job("llama", pods=8, gpus=4)
+    job["metadata"]["annotations"][GRACE_ANNOTATION] = "ten seconds"
+    clock, _, state, _ = half_bound(job, staleness_grace_period=5)
+    state.gangs.stale.evict_due()
+    clock.now += 6
+    assert state.gangs.stale.evict_due() == [GANG]
+    ignored = [r for r in caplog.records if r.getMessage() == "staleness grace period ignored"]
+    assert len(ignored) == 1 and "'ten seconds' is not a duration" in ignored[0].error
+    assert ignored[0].where == f"Job annotation {GRACE_ANNOTATION}"
+
+
+def test_nothing_is_evicted_by_a_replica_that_is_not_the_leader():
+    clock, _, state, _ = half_bound()
+    state.elector = type("Follower", (), {"is_leader": staticmethod(lambda: False)})()
+    state.gangs.stale.evict_due()
+    clock.now += 3600
+    assert state.gangs.stale.evict_due() == []
+
+
+def test_a_kai_podgroup_sets_its_own_grace_period():
+    from test_extender_gang_minimum import kai_member, kai_podgroup
+    group = kai_podgroup("pg-x", 4)
+    group["spec"]["stalenessGracePeriod"] = "20s"
+    clock = Clock()
+    client = make_client(group, clock=clock)
+    state = service(client)
+    pods = [kai_member("pg-x", i) for i in range(4)]
+    for pod in pods:
+        state.apply(POD_KIND, "ADDED", pod)
+    for pod in pods[:2]:
+        schedule(client, pod)
+    state.gangs.stale.evict_due()
+    clock.now += 15
+    assert state.gangs.stale.evict_due() == []
+    clock.now += 6
+    assert state.gangs.stale.evict_due() == ["team-a/pg-x"]
+
+
+def test_a_gang_one_of_whose_pods_succeeded_is_not_stale():
+    clock, _, state, pods = half_bound()
+    done = state.find_pod("team-a", pods[0]["metadata"]["name"])
+    state.apply(POD_KIND, "MODIFIED", {**done, "status": {"phase": "Succeeded"}})
+    state.gangs.stale.evict_due()
+    clock.now += 3600
+    assert state.gangs.stale.evict_due() == []
+
+
+def test_controllers_that_create_pods_one_after_another():
+    from app.extender.minimum import creates_one_after_another
+    assert creates_one_after_another({"kind": "StatefulSet", "spec": {}})                     # OrderedReady
+    assert not creates_one_after_another({"kind": "StatefulSet", "spec": {"podManagementPolicy": "Parallel"}})
+    assert creates_one_after_another({"kind": "LeaderWorkerSet", "spec": {"startupPolicy": "LeaderReady"}})
+    assert not creates_one_after_another({"kind": "LeaderWorkerSet", "spec": {}})
+    assert creates_one_after_another({"kind": "JobSet", "spec": {"replicatedJobs": [{"dependsOn": [{}]}]}})
+    assert creates_one_after_another({"kind": "MPIJob", "spec": {"launcherCreationPolicy": "WaitForWorkersReady"}})
+    assert not creates_one_after_another({"kind": "Job", "spec": {}}) and not creates_one_after_another(None)
+
+
+@pytest.mark.parametrize("policy, stale", [(None, False), ("Parallel", True)])
+def test_an_ordered_statefulset_starting_pod_by_pod_is_not_stale(policy, stale):
+    """The StatefulSet controller makes pod 1 once pod 0 is Ready: the gang runs below its minimum for as
+    long as its pods take to start (image pulls: minutes), which is not staleness."""
+    from test_service_kinds import statefulset, statefulset_pods
+    workload = statefulset(replicas=4)
+    if policy:
+        workload["spec"]["podManagementPolicy"] = policy
+    clock = Clock()
+    client = make_client(workload, clock=clock)
+    state = service(client)
+    pods = statefulset_pods(workload)
+    state.apply(POD_KIND, "ADDED", pods[0])
+    schedule(client, pods[0])
+    gang = next(iter(state.plans)).key
+    state.gangs.stale.evict_due()
+    clock.now += 3600
+    assert state.gangs.stale.evict_due() == ([gang] if stale else [])
+
+
+def test_a_half_bound_gang_whose_plan_for_the_rest_is_refused_is_stale_too():
+    """The usual way a gang gets stuck: its other pods' nodes are refused, and planning them again around
+    the bound pods finds no room (a refused plan holds no slots)."""
+    from app.state.plans import GANG_REFUSED, GangPlan
+    clock, _, state, _ = half_bound()
+    plan = state.plans.get(GANG)
+    state.release_plan(plan)
+    state.plans.put(GangPlan(plan.key, plan.tree, GANG_REFUSED, owner=plan.owner))
+    state.gangs.stale.evict_due()
+    clock.now += 61
+    assert state.gangs.stale.evict_due() == [GANG]
