@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from service_helpers import Clock, indexed_job, job_pods, make_client, schedule, service
 
-from app.extender.stale import GRACE_ANNOTATION, parse_duration
+from grouper.staleness import GRACE_ANNOTATION, grace_period, parse_duration
 from app.state import POD_KIND
 from topology.groups import Group, Slot
 
@@ -97,8 +97,8 @@ def test_the_flag_sets_the_default_and_an_invalid_annotation_falls_back_to_it(ca
     clock.now += 6
     assert state.gangs.stale.evict_due() == [GANG]
     ignored = [r for r in caplog.records if r.getMessage() == "staleness grace period ignored"]
-    assert len(ignored) == 1 and "'ten seconds' is not a duration" in ignored[0].error
-    assert ignored[0].where == f"Job annotation {GRACE_ANNOTATION}"
+    assert len(ignored) == 1
+    assert ignored[0].error.startswith(f"Job team-a/llama annotation {GRACE_ANNOTATION}: 'ten seconds' is not a duration")
 
 
 def test_nothing_is_evicted_by_a_replica_that_is_not_the_leader():
@@ -179,3 +179,16 @@ def test_a_half_bound_gang_whose_plan_for_the_rest_is_refused_is_stale_too():
     state.gangs.stale.evict_due()
     clock.now += 61
     assert state.gangs.stale.evict_due() == [GANG]
+
+
+def test_the_first_valid_grace_period_wins_and_invalid_ones_are_named():
+    podgroup = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                "metadata": {"name": "pg", "namespace": "ns", "annotations": {GRACE_ANNOTATION: "30s"}},
+                "spec": {"stalenessGracePeriod": "2m"}}
+    assert grace_period(podgroup, []) == (120, [])
+    podgroup["spec"]["stalenessGracePeriod"] = 5
+    pod = {"metadata": {"name": "p", "namespace": "ns", "annotations": {GRACE_ANNOTATION: "-1s"}}}
+    assert grace_period(podgroup, [pod]) == (30, ["PodGroup ns/pg spec.stalenessGracePeriod: 5 is not a duration string"])
+    del podgroup["metadata"]["annotations"]
+    assert grace_period(podgroup, [pod])[0] == -1
+    assert grace_period(None, []) == (None, [])

@@ -376,6 +376,17 @@ def test_a_hard_spread_over_zones_is_admitted_with_a_warning(client):
     assert len(notes) == 1 and "DoNotSchedule on topology.kubernetes.io/zone" in notes[0], notes
 
 
+def test_a_staleness_grace_period_that_is_not_a_duration_is_admitted_with_a_warning(client):
+    """KAI skips an invalid kai.scheduler/staleness-grace-period and logs it; the user is told at admission."""
+    body = payload("tfjob-worker-5")
+    body["request"]["object"]["metadata"].setdefault("annotations", {})["kai.scheduler/staleness-grace-period"] = "1 min"
+    response, pod = admit_ok(client, body)
+    notes = [w for w in response["warnings"] if "staleness-grace-period" in w]
+    assert len(notes) == 1 and "'1 min' is not a duration; expected a Go duration such as 90s" in notes[0], notes
+    assert notes[0].startswith("pod research/tf-segments-worker-5 annotation kai.scheduler/staleness-grace-period")
+    assert labels(pod)["kai.scheduler/segment-index"]                 # grouped and stamped all the same
+
+
 # --- values the user already set ---------------------------------------------------------------------
 def test_user_env_of_the_same_name_is_kept_with_a_warning(client):
     body = payload("tfjob-worker-5")

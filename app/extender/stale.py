@@ -6,20 +6,18 @@ we do not model refuses its other nodes) or that lost pods nobody replaces. It h
 work. Once it has been stale for its grace period, every bound pod is evicted and its plan dropped, so the
 controller's replacements are planned again as a whole gang.
 
-The grace period, first found wins (KAI's order):
-1. a KAI PodGroup's `spec.stalenessGracePeriod`;
-2. the annotation `kai.scheduler/staleness-grace-period` on the workload, then on the gang's pods;
-3. `--staleness-grace-period` (60 s, as KAI's scheduler default).
-Values are Go durations ("90s", "5m", "1h30m"); a negative one never evicts. A gang is not stale while
-its plan is missing (it is being planned again), after one of its pods succeeded, or while its controller
-creates its pods one after another (an OrderedReady StatefulSet, a LeaderReady LWS, an ordered JobSet, an
-MPIJob launched after its workers): such a gang runs below its minimum while it starts.
+The grace period is the gang's own (grouper.staleness: its PodGroup's, workload's or pods'), else
+`--staleness-grace-period` (60 s, as KAI's scheduler default); a negative one never evicts. A gang is not
+stale while its plan is missing (it is being planned again), after one of its pods succeeded, or while its
+controller creates its pods one after another (an OrderedReady StatefulSet, a LeaderReady LWS, an ordered
+JobSet, an MPIJob launched after its workers): such a gang runs below its minimum while it starts.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from grouper.staleness import grace_period as configured_grace_period
 
 from ..logs import fields, get_logger
 from ..state import ServiceState
@@ -27,27 +25,6 @@ from ..state.plans import DONE, GangPlan
 from .minimum import creates_one_after_another
 
 log = get_logger(__name__)
-
-GRACE_ANNOTATION = "kai.scheduler/staleness-grace-period"
-KAI_GROUP = "scheduling.run.ai"
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds of a Go duration ("1m30s", "-1s", "0"); ValueError naming the valid form otherwise."""
-    body = text.strip()
-    sign = -1.0 if body.startswith("-") else 1.0
-    if body[:1] in ("+", "-"):
-        body = body[1:]
-    if body == "0":
-        return 0.0
-    parts = _PART.findall(body)
-    if not body or "".join(number + unit for number, unit in parts) != body:
-        raise ValueError(f"{text!r} is not a duration; expected a Go duration such as 90s, 5m or 1h30m "
-                         f"(units ns, us, ms, s, m, h), negative to never evict")
-    return sign * sum(float(number) * _UNITS[unit] for number, unit in parts)
-
 
 @dataclass(frozen=True)
 class Eviction:
@@ -130,31 +107,13 @@ def bound_pods(state: ServiceState, gang: str) -> list[tuple[str, str, str]]:
 
 
 def grace_period(state: ServiceState, plan: GangPlan) -> float:
-    """Seconds this gang may stay stale (negative: forever); see the module's docstring for the order."""
-    owner = _owner(state, plan)
-    sources: list[tuple[str, object]] = []
-    if owner is not None:
-        if (owner.get("apiVersion") or "").startswith(KAI_GROUP + "/") and owner.get("kind") == "PodGroup":
-            sources.append((f"PodGroup {plan.key} spec.stalenessGracePeriod",
-                            (owner.get("spec") or {}).get("stalenessGracePeriod")))
-        sources.append((f"{owner.get('kind')} annotation {GRACE_ANNOTATION}",
-                        ((owner.get("metadata") or {}).get("annotations") or {}).get(GRACE_ANNOTATION)))
-    for namespace, name, _uid in bound_pods(state, plan.key)[:1]:
-        pod = state.find_pod(namespace, name) or {}
-        sources.append((f"pod {namespace}/{name} annotation {GRACE_ANNOTATION}",
-                        ((pod.get("metadata") or {}).get("annotations") or {}).get(GRACE_ANNOTATION)))
-    for where, value in sources:
-        if value is None:
-            continue
-        try:
-            return parse_duration(value) if isinstance(value, str) else _not_a_string(value)
-        except ValueError as err:                  # KAI ignores an invalid value too, and says so
-            log.warning("staleness grace period ignored", extra=fields(gang=plan.key, where=where, error=str(err)))
-    return state.settings.staleness_grace_period
-
-
-def _not_a_string(value) -> float:
-    raise ValueError(f"{value!r} is not a duration string")
+    """Seconds this gang may stay stale (negative: forever): its PodGroup's, workload's or pods' own
+    (grouper.staleness), else --staleness-grace-period."""
+    pods = [state.find_pod(namespace, name) or {} for namespace, name, _uid in bound_pods(state, plan.key)[:1]]
+    seconds, problems = configured_grace_period(_owner(state, plan), pods)
+    for problem in problems:                       # KAI ignores an invalid value too, and says so
+        log.warning("staleness grace period ignored", extra=fields(gang=plan.key, error=problem))
+    return state.settings.staleness_grace_period if seconds is None else seconds
 
 
 def _owner(state: ServiceState, plan: GangPlan) -> Mapping | None:

@@ -26,6 +26,7 @@ from grouper.affinity import HOSTNAME
 from grouper.names import KUEUE_SLICE_SIZE, OPT_IN_ANNOTATIONS, POD_INDEX_LABEL, SEGMENT_SIZE
 from grouper.node_limit import unmodelled_spreads
 from grouper.podgroups import is_podgroup, validate_podgroup
+from grouper.staleness import grace_period
 from topology.tree import TopologyTree
 
 from .caches import OwnerWaits, TreeCache
@@ -109,7 +110,13 @@ def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context) -> Decisio
     injection = injection_for(identity, tree, scheduler, membership=not is_podgroup(owner_obj))
     mutation = pod_mutation(pod, injection)
     unmodelled = _unseen_devices(pod) + _unmodelled_spreads(pod)
-    return Decision(True, mutation.operations, warnings + unmodelled + mutation.warnings)
+    return Decision(True, mutation.operations, warnings + unmodelled + mutation.warnings + _bad_grace(pod, owner_obj))
+
+
+def _bad_grace(pod: Mapping, owner_obj: Mapping) -> list[str]:
+    """Staleness grace periods that are not durations: skipped (as KAI skips them), said at admission."""
+    return [f"{problem}; the gang uses the next one set, else the service's --staleness-grace-period"
+            for problem in grace_period(owner_obj, [pod])[1]]
 
 
 def _unseen_devices(pod: Mapping) -> list[str]:
