@@ -192,3 +192,16 @@ def test_the_first_valid_grace_period_wins_and_invalid_ones_are_named():
     del podgroup["metadata"]["annotations"]
     assert grace_period(podgroup, [pod])[0] == -1
     assert grace_period(None, []) == (None, [])
+
+
+def test_a_gang_waiting_for_its_preemption_victims_is_not_stale():
+    """KAI counts pods waiting for their victims (pipelined) as active: the gang is not stale meanwhile."""
+    clock, _, state, _ = half_bound()
+    state.plans.get(GANG).preemption = {"status": "waiting"}
+    state.gangs.stale.evict_due()
+    clock.now += 3600
+    assert state.gangs.stale.evict_due() == []
+    state.plans.get(GANG).preemption = {"status": "done"}
+    state.gangs.stale.evict_due()
+    clock.now += 61
+    assert state.gangs.stale.evict_due() == [GANG]

@@ -8,8 +8,9 @@ controller's replacements are planned again as a whole gang.
 
 The grace period is the gang's own (grouper.staleness: its PodGroup's, workload's or pods'), else
 `--staleness-grace-period` (60 s, as KAI's scheduler default); a negative one never evicts. A gang is not
-stale while its plan is missing (it is being planned again), after one of its pods succeeded, or while its
-controller creates its pods one after another (an OrderedReady StatefulSet, a LeaderReady LWS, an ordered
+stale while its plan is missing (it is being planned again), after one of its pods succeeded, while its
+other pods wait for preemption victims to go (KAI counts them as pipelined), or while its controller
+creates its pods one after another (an OrderedReady StatefulSet, a LeaderReady LWS, an ordered
 JobSet, an MPIJob launched after its workers): such a gang runs below its minimum while it starts.
 """
 from __future__ import annotations
@@ -94,6 +95,9 @@ def is_stale(state: ServiceState, plan: GangPlan) -> bool:
         return False
     if plan.tree.root.satisfied_by(set(bound)):
         return False
+    from ..preemption import HOLDING      # app.preemption builds on this package: imported when used
+    if (plan.preemption or {}).get("status") in HOLDING:
+        return False                      # its other pods wait for their victims to go (KAI: pipelined)
     return not creates_one_after_another(_owner(state, plan))    # still starting, one pod after another
 
 
