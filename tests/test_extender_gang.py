@@ -125,6 +125,24 @@ def test_reservations_expire_after_the_ttl():
     assert b"tas_extender_reservations_expired_total 1.0" in client.get("/metrics").content
 
 
+def test_the_filter_scans_reservations_for_their_ttl_at_most_once_a_second():
+    """Every filter checks the TTLs, which reads every plan: at most once per EXPIRY_SCAN_INTERVAL."""
+    from app.state.service import EXPIRY_SCAN_INTERVAL
+    clock = Clock()
+    job = indexed_job("llama", pods=8, gpus=4)
+    client = make_client(job, clock=clock, reservation_ttl=60)
+    state = service(client)
+    schedule(client, job_pods(job)[0])
+    clock.now += 60 - EXPIRY_SCAN_INTERVAL / 4
+    state.expire_due()                                                # scanned: not due yet
+    clock.now += EXPIRY_SCAN_INTERVAL / 2
+    state.expire_due()                                                # due, but the last scan is too recent
+    assert len(state.plans) == 1
+    clock.now += EXPIRY_SCAN_INTERVAL / 2
+    state.expire_due()
+    assert len(state.plans) == 0
+
+
 def test_bind_is_idempotent_and_refuses_another_node():
     job = indexed_job("llama", pods=8, gpus=4)
     client = make_client(job)

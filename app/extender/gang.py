@@ -99,7 +99,7 @@ class GangScheduler:
         state = self.state
         with state.lock:
             state.observe_pod(pod)
-            state.expire()
+            state.expire_due()
             state.cluster                # a stale model is rebuilt before the pod is planned
             try:
                 ident = planning.identify(state, pod)
