@@ -128,11 +128,12 @@ def _pick_tree(pod: Mapping, workload: Mapping, trees: list[GroupTree], shape: W
 
 
 def _workload_identity(pod: Mapping, workload: Mapping, topologies: Mapping[str, TopologyTree] | None,
-                       trees: Sequence[GroupTree] | None = None) -> PodIdentity | None:
+                       trees: Sequence[GroupTree] | None = None,
+                       shape: WorkloadShape | None = None) -> PodIdentity | None:
     trees = group_workload(workload, topologies) if trees is None else trees
     if not trees:
         return None
-    shape = workload_shape(workload)
+    shape = workload_shape(workload) if shape is None else shape
     tree = _pick_tree(pod, workload, trees, shape)
     role = _role_of(pod, workload, shape)
     index = _index_of(pod, role)
@@ -169,15 +170,17 @@ def _podgroup_identity(pod: Mapping, podgroup: Mapping, pods: Sequence[Mapping],
 
 
 def identify_pod(pod: Mapping, owner: Mapping, topologies: Mapping[str, TopologyTree] | None = None,
-                 pods: Sequence[Mapping] = (), trees: Sequence[GroupTree] | None = None) -> PodIdentity | None:
+                 pods: Sequence[Mapping] = (), trees: Sequence[GroupTree] | None = None,
+                 shape: WorkloadShape | None = None) -> PodIdentity | None:
     """The pod's role, index, leaf subgroup and segment; None when its workload does not opt in.
 
     `owner` is the workload (or PodGroup) the pod belongs to (see owner_of). For a PodGroup the index
     is the pod's position among its leaf's pods sorted by name: pass the PodGroup's other pods in `pods`.
     Raises GroupingError for invalid annotations or missing index labels. `trees` may pass the
     workload's group_workload(owner, topologies) computed earlier (the webhook caches it per owner),
-    or for a PodGroup [group_podgroup(owner, pods and this pod, topologies)].
+    or for a PodGroup [group_podgroup(owner, pods and this pod, topologies)]; `shape`, its
+    workload_shape(owner), likewise.
     """
     if is_podgroup(owner):
         return _podgroup_identity(pod, owner, pods, topologies, trees[0] if trees else None)
-    return _workload_identity(pod, owner, topologies, trees)
+    return _workload_identity(pod, owner, topologies, trees, shape)

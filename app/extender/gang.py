@@ -110,15 +110,13 @@ class GangScheduler:
             if ident is None:
                 return None, self._plain_filter(pod, candidates)
             self.seen_roles.remember(ident.gang, ident.slot.role, pod)
-            exist, need = minimum.members(ident.tree)
-            workload = planning.workload_of(state, pod) if state.settings.mode == "kubernetes" else None
-            if minimum.creates_all_at_once(workload):
-                exist, need = minimum.workload_members(ident.tree, state.workload_pods.count(pod), workload)
-            if exist < need and state.plans.get(ident.gang) is None:
-                refusal = self._refuse_all(candidates, minimum.waiting_message(ident.tree, exist, need))
-                refusal.unresolvable = True
-                refusal.awaiting = (ident.gang, need - exist)
-                return ident.gang, refusal
+            if state.plans.get(ident.gang) is None:
+                exist, need = self._members(ident, pod)
+                if exist < need:
+                    refusal = self._refuse_all(candidates, minimum.waiting_message(ident.tree, exist, need))
+                    refusal.unresolvable = True
+                    refusal.awaiting = (ident.gang, need - exist)
+                    return ident.gang, refusal
             plan = self._plan_of(ident, pod, candidates)
             if self.preemptor is not None:
                 held = self.preemptor.intercept(plan, pod, candidates)
@@ -155,6 +153,14 @@ class GangScheduler:
                     return ident.gang, self._refuse_all(candidates, self._gang_message(plan, plan.reason or why))
             plan.lagging.pop(slot, None)
             return ident.gang, self._steer(slot_state)
+
+    def _members(self, ident, pod: Mapping) -> tuple[int, int]:
+        """(pods of the gang that exist, pods it waits for before it is planned): see minimum.py."""
+        state = self.state
+        workload = planning.workload_of(state, pod) if state.settings.mode == "kubernetes" else None
+        if minimum.creates_all_at_once(workload):
+            return minimum.workload_members(ident.tree, state.workload_pods.count(pod), workload)
+        return minimum.members(ident.tree)
 
     def _scheduler_lags(self, plan: GangPlan, slot_state: SlotState, candidates: Sequence[str]) -> str | None:
         """Why to wait rather than re-plan: the slot's node is fine in our model (usable, its capacity held

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from grouper import GroupingError, PodIdentity, group_podgroup, group_workload, identify_pod, owner_of
+from grouper.kinds import workload_shape
 from grouper.node_limit import limits_per_node, role_limits
 from grouper.names import KAI_PODGROUP_ANNOTATION, KAI_SUBGROUP_LABEL, SP_PODGROUP_LABEL
 from topology.cluster import pod_key
@@ -75,11 +76,15 @@ def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
     classes = list(state.objects.list("PriorityClass"))
     classes_version = tuple(_version(c) for c in classes)
 
-    def trees():       # one grouping per workload version, not one per pod of a 1,024-pod gang
+    def grouped():     # one grouping per workload version, not one per pod of a 1,024-pod gang
         return _cached(state, ("trees", _version(workload), state.rebuilds, classes_version),
-                       lambda: group_workload(workload, topologies, classes))
+                       lambda: (group_workload(workload, topologies, classes), workload_shape(workload)))
+
+    def identity():
+        trees, shape = grouped()
+        return identify_pod(pod, workload, topologies, trees=trees, shape=shape)
     key = (_version(pod), _version(workload), owner.group_index, state.rebuilds, classes_version)
-    return _cached(state, key, lambda: identify_pod(pod, workload, topologies, trees=trees()))
+    return _cached(state, key, identity)
 
 
 def _cached(state: ServiceState, key: tuple, compute):
