@@ -76,3 +76,31 @@ def test_a_gang_left_below_its_minimum_is_evicted_after_its_staleness_grace_peri
     events = [e for e in cluster.core.list_namespaced_event(ns.name).items if e.reason == "StaleGangEvicted"]
     assert [e.involved_object.name for e in events] == ["pg-s"]
     assert "2 of its 4 pods bound" in events[0].message
+
+
+def test_a_gang_that_kube_scheduler_leaves_half_bound_is_evicted_after_its_grace_period(cluster, ns):
+    """The case stale gang eviction is for: a pod takes a planned node's host port after the gang was planned
+    (nothing the plan could foresee), and no other node of the gang's block can take that worker. Three of
+    the four last workers bind, the fourth is refused for good: seven of eight pods hold their GPUs for a
+    job that cannot start. After the TFJob's kai.scheduler/staleness-grace-period the seven are evicted."""
+    ns.add_nodes({**{f"{r}{n}": ("zone-a", "block-a", f"rack-{r}") for r in "xy" for n in range(4)}, **ELSEWHERE})
+    held = gated_gang(cluster, ns, "stuck", range(4, 8), host_port=9000,
+                      annotations={"kai.scheduler/staleness-grace-period": "3s"})
+    cluster.wait_bound(ns.name, 4)
+    target = plan_slots(cluster, ns.name)["worker-6"]
+    ns.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "port-holder"},
+              "spec": {"schedulerName": "default-scheduler", "nodeSelector": {"kubernetes.io/hostname": target},
+                       "tolerations": [{"key": GPU, "operator": "Exists"}],
+                       "containers": [{"name": "main", "image": "busybox:1.36",
+                                       "ports": [{"containerPort": 9000, "hostPort": 9000}]}]}})
+    cluster.wait_bound(ns.name, 1, "!training.kubeflow.org/replica-type")
+    release(cluster, ns, held)
+
+    deadline = time.monotonic() + 60
+    gang = "training.kubeflow.org/replica-type"
+    while [p for p in cluster.pods(ns.name, gang) if p.spec.node_name] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not [p.metadata.name for p in cluster.pods(ns.name, gang) if p.spec.node_name]
+    events = [e for e in cluster.core.list_namespaced_event(ns.name).items if e.reason == "StaleGangEvicted"]
+    assert [e.involved_object.kind for e in events] == ["TFJob"]
+    assert "of its 8 pods bound" in events[0].message

@@ -91,11 +91,13 @@ def tfjob(name: str, workers: int, annotations: dict) -> dict:
                                         "Worker": replica(workers, gpus=8, template_annotations=segments(4, "rack"))}}}
 
 
-def gated_gang(cluster, ns, name: str, held: range, host_port: int | None = None) -> list[str]:
+def gated_gang(cluster, ns, name: str, held: range, host_port: int | None = None,
+               annotations: dict | None = None) -> list[str]:
     """An 8-pod x 8-GPU TFJob gang (block, segments of 4 on racks) whose workers in `held` carry a scheduling
     gate: the others are planned with the whole gang and bind; the held ones wait for `release`. With
-    `host_port`, each worker asks for that host port."""
+    `host_port`, each worker asks for that host port; `annotations` go on the TFJob."""
     job = tfjob(name, 8, topology(required="block"))
+    job["metadata"].setdefault("annotations", {}).update(annotations or {})
     del job["spec"]["tfReplicaSpecs"]["Chief"], job["spec"]["tfReplicaSpecs"]["PS"]
     if host_port:
         worker = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
