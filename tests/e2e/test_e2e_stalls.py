@@ -20,15 +20,7 @@ def test_a_pod_refused_while_the_scheduler_lags_is_woken_and_replanned(cluster, 
     wake-up it waits for kube-scheduler's five-minute flush."""
     ns.add_nodes({**TWO_RACKS_OF_FIVE, **ELSEWHERE})
     held = gated_gang(cluster, ns, "ported", range(4, 8), host_port=9000)
-    cluster.wait_bound(ns.name, 4)
-    target = plan_slots(cluster, ns.name)["worker-6"]
-    ns.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "port-holder"},
-              "spec": {"schedulerName": "default-scheduler", "nodeSelector": {"kubernetes.io/hostname": target},
-                       "tolerations": [{"key": GPU, "operator": "Exists"}],
-                       "containers": [{"name": "main", "image": "busybox:1.36",
-                                       "ports": [{"containerPort": 9000, "hostPort": 9000}]}]}})
-    cluster.wait_bound(ns.name, 1, "!training.kubeflow.org/replica-type")
-    release(cluster, ns, held)
+    target = take_port_of_worker_6_then_release(cluster, ns, held)
 
     bound = cluster.wait_bound(ns.name, 9, timeout=75)
     gang = [p for p in bound if p.metadata.name != "port-holder"]
@@ -86,15 +78,7 @@ def test_a_gang_that_kube_scheduler_leaves_half_bound_is_evicted_after_its_grace
     ns.add_nodes({**{f"{r}{n}": ("zone-a", "block-a", f"rack-{r}") for r in "xy" for n in range(4)}, **ELSEWHERE})
     held = gated_gang(cluster, ns, "stuck", range(4, 8), host_port=9000,
                       annotations={"kai.scheduler/staleness-grace-period": "3s"})
-    cluster.wait_bound(ns.name, 4)
-    target = plan_slots(cluster, ns.name)["worker-6"]
-    ns.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "port-holder"},
-              "spec": {"schedulerName": "default-scheduler", "nodeSelector": {"kubernetes.io/hostname": target},
-                       "tolerations": [{"key": GPU, "operator": "Exists"}],
-                       "containers": [{"name": "main", "image": "busybox:1.36",
-                                       "ports": [{"containerPort": 9000, "hostPort": 9000}]}]}})
-    cluster.wait_bound(ns.name, 1, "!training.kubeflow.org/replica-type")
-    release(cluster, ns, held)
+    take_port_of_worker_6_then_release(cluster, ns, held)
 
     deadline = time.monotonic() + 60
     gang = "training.kubeflow.org/replica-type"
@@ -104,3 +88,19 @@ def test_a_gang_that_kube_scheduler_leaves_half_bound_is_evicted_after_its_grace
     events = [e for e in cluster.core.list_namespaced_event(ns.name).items if e.reason == "StaleGangEvicted"]
     assert [e.involved_object.kind for e in events] == ["TFJob"]
     assert "of its 8 pods bound" in events[0].message
+
+
+def take_port_of_worker_6_then_release(cluster, ns, held: list[str]) -> str:
+    """Once the gang's first four workers are bound, a default-scheduler pod takes host port 9000 on the
+    node planned for worker-6 (nothing the plan could foresee); then the held workers are released. The
+    node taken."""
+    cluster.wait_bound(ns.name, 4)
+    target = plan_slots(cluster, ns.name)["worker-6"]
+    ns.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "port-holder"},
+              "spec": {"schedulerName": "default-scheduler", "nodeSelector": {"kubernetes.io/hostname": target},
+                       "tolerations": [{"key": GPU, "operator": "Exists"}],
+                       "containers": [{"name": "main", "image": "busybox:1.36",
+                                       "ports": [{"containerPort": 9000, "hostPort": 9000}]}]}})
+    cluster.wait_bound(ns.name, 1, "!training.kubeflow.org/replica-type")
+    release(cluster, ns, held)
+    return target
