@@ -45,6 +45,8 @@ def test_a_group_is_satisfied_by_its_minimums():
 def test_a_gang_half_bound_past_its_grace_period_is_evicted_and_its_plan_dropped():
     clock, _, state, pods = half_bound()
     assert state.gangs.stale.evict_due() == []                # stale from now on
+    assert state.plans.get(GANG).notes[-1] == ("stale: 5 of its 8 pods bound, below the gang's minimum; its "
+                                               "bound pods are evicted after 60s unless it recovers")
     clock.now += 59
     assert state.gangs.stale.evict_due() == []
     clock.now += 2

@@ -62,6 +62,7 @@ class StaleGangs:
         for key, plan in stale.items():
             if key not in self.since:
                 self.since[key] = (now, grace_period(state, plan))
+                plan.note(_turned_stale(state, plan, self.since[key][1]))
             since, grace = self.since[key]
             if grace < 0 or now - since < grace:
                 continue
@@ -87,6 +88,13 @@ class StaleGangs:
             except Exception as err:  # noqa: BLE001 - a PDB or the API: the gang stays stale and is retried
                 log.warning("stale gang pod not evicted", extra=fields(
                     gang=eviction.gang, pod=f"{namespace}/{name}", error=str(err)))
+
+
+def _turned_stale(state: ServiceState, plan: GangPlan, grace: float) -> str:
+    bound = len(state.bound.get(plan.key) or {})
+    then = "never evicted (negative staleness grace period)" if grace < 0 else \
+        f"its bound pods are evicted after {grace:g}s unless it recovers"
+    return f"stale: {bound} of its {len(plan.tree.slots())} pods bound, below the gang's minimum; {then}"
 
 
 def is_stale(state: ServiceState, plan: GangPlan) -> bool:
