@@ -25,6 +25,21 @@ PLACEMENT_ANNOTATIONS = {"tas-extender.io/gang": "bench-0/gang-0", "tas-extender
                          "placement.tas-extender.io/rack": "rack-0"}
 
 
+def binding_request(body: bytes) -> tuple[str, bytes]:
+    """(the API path, the Binding with placement annotations) for a bind verb's ExtenderBindingArgs."""
+    args = orjson.loads(body)
+    namespace, name = args["PodNamespace"], args["PodName"]
+    binding = {"apiVersion": "v1", "kind": "Binding",
+               "metadata": {"name": name, "uid": args["PodUID"], "annotations": PLACEMENT_ANNOTATIONS},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": args["Node"]}}
+    return f"/api/v1/namespaces/{namespace}/pods/{name}/binding", orjson.dumps(binding)
+
+
+def bind_answer(status: int, text: bytes) -> bytes:
+    """The bind verb's ExtenderBindingResult for the API server's answer to the Binding."""
+    return orjson.dumps({"Error": "" if status < 300 else text.decode(errors="replace")})
+
+
 def filter_answer(body: bytes) -> bytes:
     names = orjson.loads(body).get("NodeNames") or []
     if not names:
@@ -45,13 +60,7 @@ class Binder:
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
 
     async def answer(self, body: bytes) -> bytes:
-        args = orjson.loads(body)
-        namespace, name = args["PodNamespace"], args["PodName"]
-        binding = orjson.dumps({"apiVersion": "v1", "kind": "Binding",
-                                "metadata": {"name": name, "uid": args["PodUID"], "annotations": PLACEMENT_ANNOTATIONS},
-                                "target": {"apiVersion": "v1", "kind": "Node", "name": args["Node"]}})
-        status, text = await self._post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", binding)
-        return orjson.dumps({"Error": "" if status < 300 else text.decode(errors="replace")})
+        return bind_answer(*await self._post(*binding_request(body)))
 
     async def _post(self, path: str, body: bytes) -> tuple[int, bytes]:
         while self.idle:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import sys
 
-import orjson
 import urllib3
 import uvicorn
 
-from null_extender import PLACEMENT_ANNOTATIONS, filter_answer
+from null_extender import bind_answer, binding_request, filter_answer
 
 
 class Binder:
@@ -24,14 +23,10 @@ class Binder:
         self.pool = urllib3.PoolManager(maxsize=16, ca_certs=ca, cert_file=cert, key_file=key)
 
     def answer(self, body: bytes) -> bytes:
-        args = orjson.loads(body)
-        namespace, name = args["PodNamespace"], args["PodName"]
-        binding = {"apiVersion": "v1", "kind": "Binding",
-                   "metadata": {"name": name, "uid": args["PodUID"], "annotations": PLACEMENT_ANNOTATIONS},
-                   "target": {"apiVersion": "v1", "kind": "Node", "name": args["Node"]}}
-        response = self.pool.request("POST", f"{self.server}/api/v1/namespaces/{namespace}/pods/{name}/binding",
-                                     body=orjson.dumps(binding), headers={"Content-Type": "application/json"})
-        return orjson.dumps({"Error": "" if response.status < 300 else response.data.decode(errors="replace")})
+        path, binding = binding_request(body)
+        response = self.pool.request("POST", self.server + path, body=binding,
+                                     headers={"Content-Type": "application/json"})
+        return bind_answer(response.status, response.data)
 
 
 def make_app(binder: Binder):

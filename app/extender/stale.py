@@ -27,6 +27,7 @@ from .minimum import creates_one_after_another
 
 log = get_logger(__name__)
 
+
 @dataclass(frozen=True)
 class Eviction:
     gang: str
@@ -67,9 +68,8 @@ class StaleGangs:
             if grace < 0 or now - since < grace:
                 continue
             pods = bound_pods(state, key)
-            message = (f"gang {key}: {len(pods)} of its {len(plan.tree.slots())} pods bound, below the gang's "
-                       f"minimum, for {now - since:.0f}s (staleness grace period {grace:g}s); evicting them so "
-                       f"that the gang is planned again whole")
+            message = (f"gang {key}: {_below_minimum(state, plan)}, for {now - since:.0f}s (staleness grace "
+                       f"period {grace:g}s); evicting them so that the gang is planned again whole")
             due.append(Eviction(key, pods, _owner(state, plan), message))
             state.drop_plan(key, "stale: fewer pods bound than the gang's minimum")
             self.since[key] = (now, grace)         # its pods are going: not again before another grace period
@@ -91,10 +91,14 @@ class StaleGangs:
 
 
 def _turned_stale(state: ServiceState, plan: GangPlan, grace: float) -> str:
-    bound = len(state.bound.get(plan.key) or {})
     then = "never evicted (negative staleness grace period)" if grace < 0 else \
         f"its bound pods are evicted after {grace:g}s unless it recovers"
-    return f"stale: {bound} of its {len(plan.tree.slots())} pods bound, below the gang's minimum; {then}"
+    return f"stale: {_below_minimum(state, plan)}; {then}"
+
+
+def _below_minimum(state: ServiceState, plan: GangPlan) -> str:
+    bound = len(state.bound.get(plan.key) or {})
+    return f"{bound} of its {len(plan.tree.slots())} pods bound, below the gang's minimum"
 
 
 def is_stale(state: ServiceState, plan: GangPlan) -> bool:
@@ -121,7 +125,8 @@ def bound_pods(state: ServiceState, gang: str) -> list[tuple[str, str, str]]:
 def grace_period(state: ServiceState, plan: GangPlan) -> float:
     """Seconds this gang may stay stale (negative: forever): its PodGroup's, workload's or pods' own
     (grouper.staleness), else --staleness-grace-period."""
-    pods = [state.find_pod(namespace, name) or {} for namespace, name, _uid in bound_pods(state, plan.key)[:1]]
+    first = next(iter((state.bound.get(plan.key) or {}).values()), None)    # (pod key, node)
+    pods = [state.find_pod(*first[0].split("/", 1)) or {}] if first else []
     seconds, problems = configured_grace_period(_owner(state, plan), pods)
     for problem in problems:                       # KAI ignores an invalid value too, and says so
         log.warning("staleness grace period ignored", extra=fields(gang=plan.key, error=problem))
