@@ -74,7 +74,7 @@ class Settings(BaseSettings):
     member_wait: float = Field(0.25, ge=0, le=1)
     # seconds a gang may run below its minimum (some pods bound, too few) before its pods are evicted and it
     # is planned again whole, as KAI's stalegangeviction; negative: never (a PodGroup or annotation overrides)
-    staleness_grace_period: float = 60.0
+    staleness_grace_period: float = Field(60.0, allow_inf_nan=False)
     # custom workload kinds to watch besides WATCHED_KINDS: "trainers.example.com/v1=Trainer,..."
     extra_kinds: Annotated[tuple[WatchedKind, ...], NoDecode] = ()
 

@@ -207,3 +207,15 @@ def test_a_gang_waiting_for_its_preemption_victims_is_not_stale():
     state.gangs.stale.evict_due()
     clock.now += 61
     assert state.gangs.stale.evict_due() == [GANG]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_grace_period_that_is_not_a_number_of_seconds_is_refused_naming_the_setting(value):
+    """NaN compares false both ways: a gang would have been evicted the moment it turned stale."""
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+    from app.wire import describe_errors
+    with pytest.raises(ValidationError) as refused:
+        Settings(staleness_grace_period=value)
+    assert describe_errors(refused.value).startswith("staleness_grace_period: Input should be a finite number")
