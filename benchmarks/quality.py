@@ -19,6 +19,7 @@ seeds, and which of issue 15's figures tas matches or beats on those means.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import shutil
 import sys
@@ -243,6 +244,16 @@ def paired_waits(results: dict[str, SimulationResult], a: str, b: str) -> list[s
             + ", ".join(f"{name} {len(keys)}" for name, keys in only.items())]
 
 
+def job_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of jobs, e.g. 300") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the trace needs at least 1 job")
+    return count
+
+
 def seed_range(text: str) -> range:
     first, _, last = text.partition("-")
     try:
@@ -294,10 +305,15 @@ def seed_figures(seed: int, jobs: int, no_exclusive: bool) -> dict[str, SeedFigu
     for name, result in results.items():
         summary = result.summary()
         levels = summary.levels
+
+        def span(spans: list, level: str) -> float:      # NaN: no multi-pod job or segment placed
+            value = spans[levels.index(level)] if level in levels else None
+            return math.nan if value is None else value
+
         figures[name] = SeedFigures(
             summary.gpu_utilization, summary.mean_wait / 60, ends[name] / 60, summary.makespan / 3600,
-            summary.job_spans[levels.index("block")], summary.job_spans[levels.index("rack")],
-            summary.segment_spans[levels.index("rack")], preferred[name])
+            span(summary.job_spans, "block"), span(summary.job_spans, "rack"),
+            span(summary.segment_spans, "rack"), preferred[name])
     return figures
 
 
@@ -312,13 +328,13 @@ def seeds_table(seeds: range, jobs: int, no_exclusive: bool) -> str:
             means[name].append(figures[name])
         rows.append(f"| {seed} | " + " | ".join(_versus(figures["tas"], figures["kueue-bestfit"], column)
                                                    for column in columns) + " |")
-    mean = {name: SeedFigures(*(sum(getattr(f, key) for f in runs) / len(runs) for key in SeedFigures.__annotations__))
+    mean = {name: SeedFigures(*(_mean([getattr(f, key) for f in runs]) for key in SeedFigures.__annotations__))
             for name, runs in means.items()}
     rows.append(f"| **mean of {seeds[0]}-{seeds[-1]}** | " +
                 " | ".join(_versus(mean["tas"], mean["kueue-bestfit"], column) for column in columns) + " |")
     wins = [seed for seed, ours, theirs in zip(seeds, means["tas"], means["kueue-bestfit"])
             if all(_at_least(ours, theirs, key) for key in ("utilization", "wait"))]
-    verdict = ", ".join(f"{title} {'yes' if _at_least(mean['tas'], mean['kueue-bestfit'], key) else 'NO'}"
+    verdict = ", ".join(f"{title} {_VERDICT_WORD[_at_least(mean['tas'], mean['kueue-bestfit'], key)]}"
                         for title, key, _, _ in columns if key in VERDICT)
     return "\n".join([
         "tas vs kueue-bestfit; bold where tas matches or beats it (unrounded)",
@@ -333,16 +349,27 @@ def _better(key: str) -> bool:
     return next(higher for _, k, _, higher in SEED_COLUMNS if k == key)
 
 
-def _at_least(ours: SeedFigures, theirs: SeedFigures, key: str) -> bool:
+def _at_least(ours: SeedFigures, theirs: SeedFigures, key: str) -> bool | None:
     """tas matches or beats on this figure (unrounded: 1.584 blocks per job against 1.578 is behind,
-    though both print as 1.58)."""
+    though both print as 1.58); None when a run has no such figure (no multi-pod job placed)."""
     a, b = getattr(ours, key), getattr(theirs, key)
+    if math.isnan(a) or math.isnan(b):
+        return None
     return a >= b if _better(key) else a <= b
+
+
+_VERDICT_WORD = {True: "yes", False: "NO", None: "n/a"}
+
+
+def _mean(values: list[float]) -> float:
+    """The mean over the seeds that have the figure (NaN when none has)."""
+    known = [v for v in values if not math.isnan(v)]
+    return sum(known) / len(known) if known else math.nan
 
 
 def _versus(ours: SeedFigures, theirs: SeedFigures, column: tuple) -> str:
     _, key, form, _ = column
-    text = f"{form.format(getattr(ours, key))} vs {form.format(getattr(theirs, key))}"
+    text = " vs ".join("-" if math.isnan(getattr(f, key)) else form.format(getattr(f, key)) for f in (ours, theirs))
     return f"**{text}**" if _at_least(ours, theirs, key) else text
 
 
@@ -456,7 +483,7 @@ def plot(results: dict[str, SimulationResult], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--jobs", type=job_count, default=300)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-exclusive", action="store_true",
                         help="LeaderWorkerSets require a rack instead of an exclusive one (the constraint "

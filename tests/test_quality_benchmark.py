@@ -3,9 +3,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
-from quality import SeedFigures, _at_least, _versus, seeds_table  # noqa: E402
+from quality import SeedFigures, _at_least, _versus, main, seeds_table  # noqa: E402
 
 BASE = SeedFigures(utilization=0.643, wait=21.2, wait_same_end=54.4, makespan=13.2, blocks_per_job=1.67,
                    racks_per_job=2.77, racks_per_segment=1.47, preferred_met=75)
@@ -41,3 +43,19 @@ def test_seeds_table_has_a_row_a_seed_the_means_and_the_verdict():
     # the means row is the mean of the seeds' rows (utilization, first column)
     shares = [float(row.split(" | ")[1].strip("*").split("%")[0]) for row in rows[1:]]
     assert abs(shares[2] - (shares[0] + shares[1]) / 2) <= 0.1
+
+
+def test_a_seed_without_multi_pod_segments_shows_a_dash_and_no_verdict_for_them():
+    # two jobs on seed 3: neither run places a multi-pod segment, so there are no racks per segment
+    text = seeds_table(range(3, 4), jobs=2, no_exclusive=False)
+    assert "| - vs - |" in text
+    assert "racks per segment n/a" in text
+
+
+@pytest.mark.parametrize("jobs, message", [("0", "the trace needs at least 1 job"),
+                                           ("x", "expected a whole number of jobs")])
+def test_a_bad_job_count_is_refused_naming_the_flag(jobs, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--seeds", "1", "--jobs", jobs])
+    assert exit_.value.code == 2
+    assert f"argument --jobs: {jobs!r}: {message}" in capsys.readouterr().err
