@@ -1,7 +1,8 @@
 """Placing a group tree.
 
-Each group climbs its ladder of levels (finest first, never above its required level or its parent's
-domain) and tries a bounded number of candidate domains per level, best first; inside a domain it places
+Each group climbs its ladder of levels (from its preferred level, never above its required level or its
+parent's domain) and tries every candidate domain of a level that passes the counts, best first (a level
+is never given up while one is untried, so the search is complete within its budget); inside a domain it places
 its children (or, for a leaf, its pods). The search is a backtracking one written with continuations:
 `place_group(group, ..., then)` places the group and calls `then` to place everything after it; when
 that fails, the group tries its next candidate. A budget of candidate tries bounds the search: once it is
