@@ -2,7 +2,7 @@
 on a synthetic cluster and an oversubscribed trace of a few hundred mixed jobs.
 
     python benchmarks/quality.py [--jobs 300] [--seed 7] [--no-exclusive]
-    python benchmarks/quality.py --seeds 1-12 [--no-exclusive]     # tas against kueue-bestfit, per seed
+    python benchmarks/quality.py --seeds 1-12 [--no-exclusive] [--workers N]   # tas against kueue-bestfit, per seed
 
 Cluster: 2 zones > 4 blocks > 4 racks > 8 nodes of 8 GPUs (256 nodes, 2,048 GPUs, benchmarks/synth.py);
 about one node in ten runs a long-lived pod of 2-6 GPUs, 3 nodes are NotReady and 3 tainted.
@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import shutil
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -244,6 +248,16 @@ def paired_waits(results: dict[str, SimulationResult], a: str, b: str) -> list[s
             + ", ".join(f"{name} {len(keys)}" for name, keys in only.items())]
 
 
+def worker_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of processes, e.g. 2") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least 1 process")
+    return count
+
+
 def job_count(text: str) -> int:
     try:
         count = int(text)
@@ -317,13 +331,17 @@ def seed_figures(seed: int, jobs: int, no_exclusive: bool) -> dict[str, SeedFigu
     return figures
 
 
-def seeds_table(seeds: range, jobs: int, no_exclusive: bool) -> str:
+def seeds_table(seeds: range, jobs: int, no_exclusive: bool, workers: int = 1) -> str:
     """tas against kueue-bestfit on each seed of the range, the means over the seeds, and which of
-    issue 15's figures tas matches or beats on those means, as markdown."""
+    issue 15's figures tas matches or beats on those means, as markdown. `workers` processes share the
+    seeds (every figure is deterministic for a seed, so the table is the same)."""
     columns = SEED_COLUMNS
     rows, means = [], {"tas": [], "kueue-bestfit": []}
-    for seed in seeds:
-        figures = seed_figures(seed, jobs, no_exclusive)
+    with ProcessPoolExecutor(workers) if workers > 1 else nullcontext() as pool:
+        each = partial(seed_figures, jobs=jobs, no_exclusive=no_exclusive)
+        all_figures = pool.map(each, seeds) if pool else map(each, seeds)
+        all_figures = list(all_figures)
+    for seed, figures in zip(seeds, all_figures):
         for name in means:
             means[name].append(figures[name])
         rows.append(f"| {seed} | " + " | ".join(_versus(figures["tas"], figures["kueue-bestfit"], column)
@@ -492,9 +510,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="only tas against kueue-bestfit on each seed of the range (e.g. 1-12): one row a "
                              "seed, the means, the figures tas matches or beats on the means, and the "
                              "seeds where it matches or beats on both utilization and mean wait")
+    parser.add_argument("--workers", type=worker_count, default=os.cpu_count() or 1,
+                        help="with --seeds: processes sharing the seeds (default: one per CPU)")
     args = parser.parse_args(argv)
     if args.seeds:
-        print(seeds_table(args.seeds, args.jobs, args.no_exclusive))
+        print(seeds_table(args.seeds, args.jobs, args.no_exclusive, min(args.workers, len(args.seeds))))
         return 0
     objects, lines, summary = benchmark_inputs(args.seed, args.jobs, args.no_exclusive)
     OUT.mkdir(parents=True, exist_ok=True)

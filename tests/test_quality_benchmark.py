@@ -52,10 +52,16 @@ def test_a_seed_without_multi_pod_segments_shows_a_dash_and_no_verdict_for_them(
     assert "racks per segment n/a" in text
 
 
-@pytest.mark.parametrize("jobs, message", [("0", "the trace needs at least 1 job"),
-                                           ("x", "expected a whole number of jobs")])
-def test_a_bad_job_count_is_refused_naming_the_flag(jobs, message, capsys):
+@pytest.mark.parametrize("flag, value, message", [("--jobs", "0", "the trace needs at least 1 job"),
+                                                  ("--jobs", "x", "expected a whole number of jobs"),
+                                                  ("--workers", "0", "at least 1 process")])
+def test_a_bad_count_is_refused_naming_the_flag(flag, value, message, capsys):
     with pytest.raises(SystemExit) as exit_:
-        main(["--seeds", "1", "--jobs", jobs])
+        main(["--seeds", "1", flag, value])
     assert exit_.value.code == 2
-    assert f"argument --jobs: {jobs!r}: {message}" in capsys.readouterr().err
+    assert f"argument {flag}: {value!r}: {message}" in capsys.readouterr().err
+
+
+def test_processes_sharing_the_seeds_print_the_same_table():
+    assert seeds_table(range(1, 4), jobs=30, no_exclusive=False, workers=2) == \
+        seeds_table(range(1, 4), jobs=30, no_exclusive=False)
