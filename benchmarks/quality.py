@@ -22,7 +22,9 @@ import argparse
 import math
 import os
 import random
+import re
 import shutil
+import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -350,6 +352,9 @@ def seeds_table(seeds: range, jobs: int, no_exclusive: bool, workers: int = 1) -
             for name, runs in means.items()}
     rows.append(f"| **mean of {seeds[0]}-{seeds[-1]}** | " +
                 " | ".join(_versus(mean["tas"], mean["kueue-bestfit"], column) for column in columns) + " |")
+    if len(seeds) > 1:
+        rows.append("| tas - kueue-bestfit, mean ± standard error | " + " | ".join(
+            _difference(means["tas"], means["kueue-bestfit"], column) for column in columns) + " |")
     wins = [seed for seed, ours, theirs in zip(seeds, means["tas"], means["kueue-bestfit"])
             if all(_at_least(ours, theirs, key) for key in ("utilization", "wait"))]
     verdict = ", ".join(f"{title} {_VERDICT_WORD[_at_least(mean['tas'], mean['kueue-bestfit'], key)]}"
@@ -383,6 +388,19 @@ def _mean(values: list[float]) -> float:
     """The mean over the seeds that have the figure (NaN when none has)."""
     known = [v for v in values if not math.isnan(v)]
     return sum(known) / len(known) if known else math.nan
+
+
+def _difference(ours: list[SeedFigures], theirs: list[SeedFigures], column: tuple) -> str:
+    """The seeds' paired difference, mean ± its standard error: whether a gap stands out of the noise
+    (each seed's history diverges between the runs, so single seeds swing by several points)."""
+    _, key, form, _ = column
+    gaps = [a - b for a, b in ((getattr(x, key), getattr(y, key)) for x, y in zip(ours, theirs))
+            if not (math.isnan(a) or math.isnan(b))]
+    if len(gaps) < 2:
+        return "-"
+    mean, error = statistics.mean(gaps), statistics.stdev(gaps) / math.sqrt(len(gaps))
+    finer = re.sub(r"\.(\d)", lambda digits: f".{int(digits.group(1)) + 1}", form)   # one more decimal
+    return f"{'+' if mean >= 0 else ''}{finer.format(mean)} ± {finer.format(error)}"
 
 
 def _versus(ours: SeedFigures, theirs: SeedFigures, column: tuple) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
-from quality import SeedFigures, _at_least, _versus, main, seeds_table  # noqa: E402
+from quality import SEED_COLUMNS, SeedFigures, _at_least, _difference, _versus, main, seeds_table  # noqa: E402
 
 BASE = SeedFigures(utilization=0.643, wait=21.2, wait_same_end=54.4, makespan=13.2, blocks_per_job=1.67,
                    racks_per_job=2.77, racks_per_segment=1.47, preferred_met=75)
@@ -35,7 +35,8 @@ def test_figures_are_compared_unrounded():
 def test_seeds_table_has_a_row_a_seed_the_means_and_the_verdict():
     text = seeds_table(range(1, 3), jobs=30, no_exclusive=False)
     rows = [line for line in text.splitlines() if line.startswith("| ")]
-    assert [row.split(" | ")[0] for row in rows[1:]] == ["| 1", "| 2", "| **mean of 1-2**"]
+    assert [row.split(" | ")[0] for row in rows[1:]] == ["| 1", "| 2", "| **mean of 1-2**",
+                                                        "| tas - kueue-bestfit, mean ± standard error"]
     verdict = next(line for line in text.splitlines() if line.startswith("over the means"))
     for figure in ("GPU utilization", "mean wait", "blocks per job", "racks per segment", "preferred met"):
         assert f"{figure}" in verdict
@@ -65,3 +66,12 @@ def test_a_bad_count_is_refused_naming_the_flag(flag, value, message, capsys):
 def test_processes_sharing_the_seeds_print_the_same_table():
     assert seeds_table(range(1, 4), jobs=30, no_exclusive=False, workers=2) == \
         seeds_table(range(1, 4), jobs=30, no_exclusive=False)
+
+
+def test_the_paired_difference_has_its_standard_error():
+    wait = next(column for column in SEED_COLUMNS if column[1] == "wait")
+    ours = [replace(BASE, wait=w) for w in (20.0, 22.0, 30.0)]
+    theirs = [replace(BASE, wait=w) for w in (21.0, 24.0, 28.0)]
+    # gaps -1, -2, +2: mean -0.33, standard deviation 2.08, error 2.08 / sqrt(3) = 1.20 (one more decimal)
+    assert _difference(ours, theirs, wait) == "-0.33 min ± 1.20 min"
+    assert _difference(ours[:1], theirs[:1], wait) == "-"          # one seed has no spread to measure
