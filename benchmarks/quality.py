@@ -27,6 +27,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -250,23 +251,16 @@ def paired_waits(results: dict[str, SimulationResult], a: str, b: str) -> list[s
             + ", ".join(f"{name} {len(keys)}" for name, keys in only.items())]
 
 
-def worker_count(text: str) -> int:
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of processes, e.g. 2") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: at least 1 process")
-    return count
-
-
-def job_count(text: str) -> int:
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of jobs, e.g. 300") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: the trace needs at least 1 job")
+def at_least_one(things: str, example: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of `things`, 1 or more."""
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of {things}, e.g. {example}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+        return value
     return count
 
 
@@ -519,7 +513,7 @@ def plot(results: dict[str, SimulationResult], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=job_count, default=300)
+    parser.add_argument("--jobs", type=at_least_one("jobs", 300), default=300)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-exclusive", action="store_true",
                         help="LeaderWorkerSets require a rack instead of an exclusive one (the constraint "
@@ -528,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="only tas against kueue-bestfit on each seed of the range (e.g. 1-12): one row a "
                              "seed, the means, the figures tas matches or beats on the means, and the "
                              "seeds where it matches or beats on both utilization and mean wait")
-    parser.add_argument("--workers", type=worker_count, default=os.cpu_count() or 1,
+    parser.add_argument("--workers", type=at_least_one("processes", 2), default=os.cpu_count() or 1,
                         help="with --seeds: processes sharing the seeds (default: one per CPU)")
     args = parser.parse_args(argv)
     if args.seeds:

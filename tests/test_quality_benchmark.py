@@ -53,9 +53,9 @@ def test_a_seed_without_multi_pod_segments_shows_a_dash_and_no_verdict_for_them(
     assert "racks per segment n/a" in text
 
 
-@pytest.mark.parametrize("flag, value, message", [("--jobs", "0", "the trace needs at least 1 job"),
+@pytest.mark.parametrize("flag, value, message", [("--jobs", "0", "must be at least 1"),
                                                   ("--jobs", "x", "expected a whole number of jobs"),
-                                                  ("--workers", "0", "at least 1 process")])
+                                                  ("--workers", "0", "must be at least 1")])
 def test_a_bad_count_is_refused_naming_the_flag(flag, value, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--seeds", "1", flag, value])
