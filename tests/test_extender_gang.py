@@ -519,3 +519,65 @@ def test_succeeded_pods_finish_their_slots_and_a_finished_gang_is_forgotten():
     assert state.plans.get("team-a/pg-llama-uid-llama") is None          # finished: nothing held for it
     assert state.cluster.capacity.reserved.sum() == reserved_before == 0
     assert not any(k.startswith("team-a/llama-") for k in state.cluster.pods)
+
+
+def test_a_succeeded_slot_is_never_planned_or_reserved_again_when_its_gang_replans():
+    """Found by tests/test_service_stateful.py: a pod of the gang Succeeded, then another scheduler's pod
+    took a node the gang had reserved. The re-plan treated the done slot as one to place: it reserved
+    room for an index that never comes back (the Job controller does not recreate a succeeded pod)."""
+    from app.state import POD_KIND
+    from app.state.plans import DONE
+    big = indexed_job("big", pods=10, gpus=8, required="zone", segment=None)
+    small = indexed_job("small", pods=4, gpus=2, required="rack", segment=2)
+    clock = Clock()
+    client = make_client(big, small, clock=clock, reservation_ttl=300)
+    state = service(client)
+    pods = {pod["metadata"]["name"]: pod for job in (big, small) for pod in job_pods(job)}
+
+    def run(name: str) -> None:
+        schedule(client, pods[name])
+        pods[name] = {**state.find_pod("team-a", name), "status": {"phase": "Running"}}
+        state.apply(POD_KIND, "MODIFIED", pods[name])
+
+    run("big-0")
+    clock.now += 301
+    state.expire(clock.now)                  # the plan is dropped; the next one pins big-0 where it runs
+    for name in ("big-1", "small-1", "big-8", "big-2"):
+        run(name)
+    state.apply(POD_KIND, "MODIFIED", {**pods["big-0"], "status": {"phase": "Succeeded"}})
+    plan = state.plans.get("team-a/pg-big-uid-big")
+    done = plan.slots[next(s for s in plan.slots if s.index == 0)]
+    assert done.status == DONE and not done.reserved
+    other = plain_pod("web-1", gpus=2)
+    other["spec"]["nodeName"], other["status"] = "node-27", {"phase": "Running"}
+    state.apply(POD_KIND, "ADDED", other)    # bound by another scheduler on room the gang had reserved
+
+    assert done.status == DONE and not done.reserved
+    held = {key for key in state.cluster.reservations if key.startswith(f"gang:{plan.key}#")}
+    assert held == {f"gang:{plan.key}#{s.slot}" for s in plan.slots.values() if s.reserved}
+    assert all(s.status == "planned" for s in plan.slots.values() if s.reserved)
+    assert (state.cluster.free >= 0).all()
+
+
+def test_a_plan_made_again_keeps_the_slots_of_succeeded_pods_done():
+    """A gang's plan is dropped (its reservations expired) after one of its pods Succeeded; the next
+    plan must not reserve room for that index: the Job controller never recreates a succeeded pod."""
+    from app.state import POD_KIND
+    from app.state.plans import DONE
+    job = indexed_job("llama", pods=8, gpus=4)
+    clock = Clock()
+    client = make_client(job, clock=clock, reservation_ttl=300)
+    state = service(client)
+    pods = job_pods(job)
+    node = schedule(client, pods[0])
+    bound = state.find_pod("team-a", "llama-0")        # as the API server has it: bound, with our annotations
+    state.apply(POD_KIND, "MODIFIED", {**bound, "status": {"phase": "Succeeded"}})
+    clock.now += 301
+    state.expire(clock.now)
+    assert state.plans.get("team-a/pg-llama-uid-llama") is None
+
+    schedule(client, pods[1])                          # planned again, from the pods that exist now
+    plan = state.plans.get("team-a/pg-llama-uid-llama")
+    first = plan.slots[next(s for s in plan.slots if s.index == 0)]
+    assert first.status == DONE and not first.reserved and first.node == node
+    assert len(state.cluster.reservations) == 6        # indexes 2-7 wait; 0 is done, 1 is bound

@@ -27,7 +27,7 @@ from topology.quantity import format_units
 from topology.resources import BASE_RESOURCES, pod_requests
 
 from ..logs import fields, get_logger
-from ..state.plans import BOUND, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
+from ..state.plans import BOUND, DONE, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
 from ..state import ServiceState
 from . import admitted, minimum, planning, yielding
 from .admitted import admitted_tree
@@ -251,7 +251,7 @@ class GangScheduler:
                   pod: str | None = None) -> GangPlan:
         """Plan the whole tree (bound pods pinned), reserve every planned slot, store the plan."""
         state = self.state
-        bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
+        bound = state.settled(tree.key)          # bound and succeeded pods stay where they are
         started = time.perf_counter()
         result = planning.plan(state, tree, bound=bound, candidates=candidates)
         waiting = ""
@@ -321,7 +321,10 @@ class GangScheduler:
         their domains), then with only bound slots pinned. On failure the slots stay unplaced with the
         planner's reason; nothing else of the plan changes."""
         state = self.state
-        moving = [s for s in slots if s in plan.slots and plan.slots[s].status != BOUND]
+        # Bound and done slots stay: a done slot's pod Succeeded and no replacement comes, so it is
+        # pinned where it ran (its domain still holds the gang) and never reserved again.
+        settled = (BOUND, DONE)
+        moving = [s for s in slots if s in plan.slots and plan.slots[s].status not in settled]
         if not moving:
             return True
         old_nodes = {s: plan.slots[s].node for s in plan.slots}
@@ -329,22 +332,22 @@ class GangScheduler:
             state.release_slot(plan, plan.slots[slot])
         index = state.cluster.node_index
         pinned = {s: st.node for s, st in plan.slots.items()
-                  if s not in moving and st.node in index and st.status in (PLANNED, BOUND)}
+                  if s not in moving and st.node in index and st.status in (PLANNED, *settled)}
         started = time.perf_counter()
         result = planning.plan(state, plan.tree, bound=pinned, candidates=candidates)
         if not result.placed and whole_group:
             for s, st in plan.slots.items():
                 if st.status == PLANNED:
                     state.release_slot(plan, st)
-            bound_only = {s: st.node for s, st in plan.slots.items() if st.status == BOUND and st.node in index}
-            result = planning.plan(state, plan.tree, bound=bound_only, candidates=candidates)
-            moving = [s for s, st in plan.slots.items() if st.status != BOUND]
+            settled_only = {s: st.node for s, st in plan.slots.items() if st.status in settled and st.node in index}
+            result = planning.plan(state, plan.tree, bound=settled_only, candidates=candidates)
+            moving = [s for s, st in plan.slots.items() if st.status not in settled]
         state.metrics.planning.labels("replan").observe(time.perf_counter() - started)
         state.metrics.replans.labels(kind).inc(len(moving))
         if not result.placed:
             for s in plan.slots:
                 st = plan.slots[s]
-                if st.status == BOUND:
+                if st.status in settled:
                     continue
                 if s in moving and s in slots:
                     st.node, st.status = None, UNPLACED

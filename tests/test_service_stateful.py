@@ -1,0 +1,226 @@
+"""The service under interleaved events, as a real cluster delivers them: several gangs scheduled pod by
+pod, pods deleted before and after binding and replaced by their controller, pods succeeding, nodes
+turning NotReady and back, jobs deleted, reservations expiring. After every step the books must agree:
+no node over its capacity, every reservation held by a planned slot and every reserved slot holding one,
+no pod in two slots, each gang's bound pods inside its required domain and segments."""
+from __future__ import annotations
+
+import copy
+
+from hypothesis import HealthCheck, event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from app.state import NODE_KIND, POD_KIND, kind_of
+from app.state.plans import BOUND, GANG_REFUSED, PLANNED, reservation_key
+
+from service_helpers import GPU, Clock, bind, domain_of, filter_, indexed_job, job_pods, make_client, plain_pod, service
+
+TTL = 300.0
+JOBS = {   # name -> (pods, GPUs a pod, required level, segment size)
+    "wide": (8, 4, "block", 4),
+    "zonal": (6, 8, "zone", None),
+    "small": (4, 2, "rack", 2),
+    "big": (10, 8, "zone", None),         # one zone's free nodes at most: it waits while others hold them
+}
+
+
+class ServiceUnderEvents(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.clock = Clock()
+        self.jobs = {name: indexed_job(name, pods=pods, gpus=gpus, required=required, segment=segment)
+                     for name, (pods, gpus, required, segment) in JOBS.items()}
+        self.client = make_client(*self.jobs.values(), clock=self.clock, reservation_ttl=TTL)
+        self.state = service(self.client)
+        self.pods: dict[tuple[str, int], dict] = {}      # the live pod of each (job, index)
+        self.generation: dict[tuple[str, int], int] = {}  # replacements made, for fresh names and uids
+        self.deleted_jobs: set[str] = set()
+        self.others: list[dict] = []                        # pods bound by another scheduler
+        self.foreign = 0
+        for name, job in self.jobs.items():
+            for index, pod in enumerate(job_pods(job)):
+                self._create(name, index, pod)
+
+    # --- what the cluster does ------------------------------------------------------------------------
+    def _create(self, name: str, index: int, template: dict) -> None:
+        pod = copy.deepcopy(template)
+        generation = self.generation.get((name, index), 0)
+        if generation:          # the Job controller's replacement: a new name and uid, the same index
+            pod["metadata"]["name"] = f"{name}-{index}-r{generation}"
+            pod["metadata"]["uid"] = f"uid-{name}-{index}-r{generation}"
+        self.generation[(name, index)] = generation + 1
+        self.pods[(name, index)] = pod
+        self.state.apply(POD_KIND, "ADDED", pod)
+
+    def _bound(self, key: tuple[str, int]) -> bool:
+        return bool(self.pods[key].get("spec", {}).get("nodeName"))
+
+    def _keys(self, bound: bool) -> list[tuple[str, int]]:
+        return sorted(k for k in self.pods if self._bound(k) == bound and
+                      self.pods[k]["status"]["phase"] in ("Pending", "Running"))
+
+    @rule(data=st.data(), count=st.integers(1, 8))
+    @precondition(lambda self: self._keys(bound=False))
+    def schedule_pending_pods(self, data, count):
+        """kube-scheduler takes pending pods one at a time (in any order): filter, then bind the node."""
+        for _ in range(count):
+            keys = self._keys(bound=False)
+            if not keys:
+                return
+            self._schedule(self.pods[data.draw(st.sampled_from(keys))])
+
+    def _schedule(self, pod: dict) -> None:
+        answer = filter_(self.client, pod)
+        assert answer["Error"] == ""
+        if not answer["NodeNames"]:
+            event("filter: no node")
+            return
+        event("filter: bound")
+        node = answer["NodeNames"][0]
+        assert bind(self.client, pod, node) == ""
+        metadata = pod["metadata"]
+        bound = copy.deepcopy(self.state.find_pod(metadata["namespace"], metadata["name"]))
+        assert bound["spec"]["nodeName"] == node
+        bound["status"] = {"phase": "Running"}
+        self.pods[next(k for k, p in self.pods.items() if p is pod)] = bound
+        self.state.apply(POD_KIND, "MODIFIED", copy.deepcopy(bound))   # the watch: bound, with our annotations
+
+    @rule(data=st.data(), bound=st.booleans())
+    def delete_a_pod_and_replace_it(self, data, bound):
+        keys = self._keys(bound=bound)
+        if not keys:
+            return
+        key = data.draw(st.sampled_from(keys))
+        pod = self.pods.pop(key)
+        self.state.apply(POD_KIND, "DELETED", pod)
+        job = self.jobs[key[0]]
+        self._create(key[0], key[1], job_pods(job)[key[1]])
+
+    @rule(data=st.data())
+    def a_running_pod_succeeds(self, data):
+        keys = self._keys(bound=True)
+        if not keys:
+            return
+        pod = self.pods[data.draw(st.sampled_from(keys))]
+        pod["status"] = {"phase": "Succeeded"}
+        self.state.apply(POD_KIND, "MODIFIED", copy.deepcopy(pod))
+
+    @rule(node=st.sampled_from(["node-03", "node-05", "node-11", "node-19", "node-27", "node-30"]),
+          ready=st.booleans())
+    def a_node_changes_readiness(self, node, ready):
+        current = next(o for o in self.state.objects.list("Node") if o["metadata"]["name"] == node)
+        changed = copy.deepcopy(current)
+        changed["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+        self.state.apply(NODE_KIND, "MODIFIED", changed)
+
+    @rule(node=st.sampled_from([f"node-{i:02d}" for i in range(1, 33)]), gpus=st.sampled_from([2, 4, 8]))
+    def a_pod_of_another_scheduler_lands(self, node, gpus):
+        """A pod bound by someone else (nodeName set, another scheduler) on room the node really has,
+        reservations aside: the kubelet admits it, so a gang that reserved that room must move."""
+        with self.state.lock:
+            cluster = self.state.cluster
+            index, gpu = cluster.node_index[node], cluster.resources.column[GPU]
+            room = cluster.capacity.allocatable[index, gpu] - cluster.capacity.used[index, gpu]
+        if room < gpus:
+            return
+        self.foreign += 1
+        pod = plain_pod(f"web-{self.foreign}", gpus=gpus)
+        pod["spec"]["nodeName"] = node
+        pod["status"] = {"phase": "Running"}
+        self.others.append(pod)
+        self.state.apply(POD_KIND, "ADDED", pod)
+
+    @rule(data=st.data())
+    @precondition(lambda self: self.others)
+    def a_pod_of_another_scheduler_ends(self, data):
+        pod = self.others.pop(data.draw(st.integers(0, len(self.others) - 1)))
+        self.state.apply(POD_KIND, "DELETED", pod)
+
+    @rule(name=st.sampled_from(sorted(JOBS)))
+    def a_job_is_deleted_with_its_pods(self, name):
+        if name in self.deleted_jobs:
+            return
+        self.deleted_jobs.add(name)
+        for key in [k for k in self.pods if k[0] == name]:
+            self.state.apply(POD_KIND, "DELETED", self.pods.pop(key))
+        self.state.apply(kind_of(self.jobs[name]), "DELETED", self.jobs[name])
+
+    @rule()
+    def reservations_run_out(self):
+        self.clock.now += TTL + 1
+        self.state.expire(self.clock.now)
+
+    # --- what must always hold ------------------------------------------------------------------------
+    @invariant()
+    def no_node_over_capacity(self):
+        with self.state.lock:
+            assert (self.state.cluster.free >= 0).all(), "a node holds more than it has"
+
+    @invariant()
+    def reservations_and_reserved_slots_match(self):
+        with self.state.lock:
+            held = {key for key in self.state.cluster.reservations if key.startswith("gang:")}
+            reserved = {reservation_key(plan.key, s.slot) for plan in self.state.plans
+                        for s in plan.slots.values() if s.reserved}
+            assert held == reserved
+            for plan in self.state.plans:
+                for s in plan.slots.values():
+                    if s.reserved:
+                        assert s.status == PLANNED and s.node is not None, f"{plan.key} {s.slot} reserved as {s.status}"
+
+    @invariant()
+    def no_pod_holds_two_slots(self):
+        with self.state.lock:
+            holders = [s.pod for plan in self.state.plans for s in plan.slots.values()
+                       if s.pod is not None and s.status in (PLANNED, BOUND)]
+            assert len(holders) == len(set(holders)), "one pod holds two slots"
+
+    @invariant()
+    def no_room_is_held_for_an_index_that_succeeded(self):
+        with self.state.lock:
+            for (name, index), pod in self.pods.items():
+                plan = self.state.plans.get(f"team-a/pg-{name}-uid-{name}")
+                if plan is None or pod["status"]["phase"] != "Succeeded":
+                    continue
+                held = [s for s in plan.slots.values() if s.slot.index == index and s.reserved]
+                assert not held, f"{plan.key} holds room for index {index}, whose pod succeeded"
+
+    @invariant()
+    def a_refused_gang_holds_nothing(self):
+        with self.state.lock:
+            for plan in self.state.plans:
+                if plan.status == GANG_REFUSED:
+                    assert not any(s.reserved for s in plan.slots.values()), f"refused {plan.key} holds room"
+
+    @invariant()
+    def every_running_pod_of_a_planned_gang_holds_its_slot(self):
+        with self.state.lock:
+            for name in JOBS:
+                plan = self.state.plans.get(f"team-a/pg-{name}-uid-{name}")
+                if plan is None or plan.status == GANG_REFUSED:
+                    continue
+                held = {s.pod: s for s in plan.slots.values() if s.pod is not None}
+                for (job, index), pod in self.pods.items():
+                    if job == name and self._bound((job, index)) and pod["status"]["phase"] == "Running":
+                        key = f"team-a/{pod['metadata']['name']}"
+                        assert key in held, f"{key} runs but holds no slot of {plan.key}"
+                        assert held[key].status == BOUND and held[key].node == pod["spec"]["nodeName"]
+
+    @invariant()
+    def bound_pods_keep_their_gangs_domains(self):
+        for name, (pods, _, required, segment) in JOBS.items():
+            nodes = {k[1]: p["spec"]["nodeName"] for k, p in self.pods.items()
+                     if k[0] == name and self._bound(k) and p["status"]["phase"] == "Running"}
+            assert len({domain_of(self.client, n, required) for n in nodes.values()}) <= 1, \
+                f"{name}: running pods in two {required}s"
+            if segment:
+                for start in range(0, pods, segment):
+                    members = {nodes[i] for i in range(start, start + segment) if i in nodes}
+                    assert len({domain_of(self.client, n, "rack") for n in members}) <= 1, \
+                        f"{name}: a segment's running pods in two racks"
+
+
+ServiceUnderEvents.TestCase.settings = settings(max_examples=100, stateful_step_count=60, deadline=None,
+                                                suppress_health_check=[HealthCheck.too_slow])
+test_the_service_keeps_its_books_under_interleaved_events = ServiceUnderEvents.TestCase
