@@ -1,8 +1,10 @@
 """The service under interleaved events, as a real cluster delivers them: several gangs scheduled pod by
-pod, pods deleted before and after binding and replaced by their controller, pods succeeding, nodes
-turning NotReady and back, jobs deleted, reservations expiring. After every step the books must agree:
-no node over its capacity, every reservation held by a planned slot and every reserved slot holding one,
-no pod in two slots, each gang's bound pods inside its required domain and segments."""
+pod; pods deleted before and after binding, or failing, and replaced by their controller; pods
+succeeding; other schedulers' pods taking room; nodes turning NotReady and back; jobs deleted;
+reservations expiring. After every step the books must agree: no node over its capacity, every
+reservation held by a planned slot and every reserved slot holding one, no room held for an index that
+succeeded, no pod in two slots, every running pod in its slot, each gang's running pods inside its
+required domain and segments."""
 from __future__ import annotations
 
 import copy
@@ -96,6 +98,18 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         self.state.apply(POD_KIND, "DELETED", pod)
         job = self.jobs[key[0]]
         self._create(key[0], key[1], job_pods(job)[key[1]])
+
+    @rule(data=st.data())
+    def a_running_pod_fails_and_is_replaced(self, data):
+        """The failed pod stays (as the API keeps it) and the Job controller creates a new one."""
+        keys = self._keys(bound=True)
+        if not keys:
+            return
+        key = data.draw(st.sampled_from(keys))
+        failed = self.pods.pop(key)
+        failed["status"] = {"phase": "Failed"}
+        self.state.apply(POD_KIND, "MODIFIED", copy.deepcopy(failed))
+        self._create(key[0], key[1], job_pods(self.jobs[key[0]])[key[1]])
 
     @rule(data=st.data())
     def a_running_pod_succeeds(self, data):
