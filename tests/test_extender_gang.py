@@ -581,3 +581,33 @@ def test_a_plan_made_again_keeps_the_slots_of_succeeded_pods_done():
     first = plan.slots[next(s for s in plan.slots if s.index == 0)]
     assert first.status == DONE and not first.reserved and first.node == node
     assert len(state.cluster.reservations) == 6        # indexes 2-7 wait; 0 is done, 1 is bound
+
+
+def test_a_bound_pod_collected_with_its_deleted_node_leaves_its_slot_planned_elsewhere_and_held_once(monkeypatch):
+    """Found by tests/test_service_stateful.py: a node was deleted (the model only marked stale), then the
+    pod garbage collector deleted the gang pod bound there. Freeing its slot read the model, which rebuilt
+    itself in the middle of that event and re-planned the slot; the event then carried on with the old
+    node and left the slot unplaced yet reserved: room held that nothing would ever use."""
+    import app.state.service as service_module
+    from app.state import NODE_KIND, POD_KIND
+    monkeypatch.setattr(service_module, "STALE_REBUILD_DELAY", 3600.0)     # rebuilt when read, not by a timer
+    job = indexed_job("zonal", pods=6, gpus=8, required="zone", segment=None)
+    client = make_client(job)
+    state = service(client)
+    pods = job_pods(job)
+    node = schedule(client, pods[2])
+    bound = {**state.find_pod("team-a", "zonal-2"), "status": {"phase": "Running"}}
+    state.apply(POD_KIND, "MODIFIED", bound)
+    node_object = next(o for o in state.objects.list("Node") if o["metadata"]["name"] == node)
+
+    state.apply(NODE_KIND, "DELETED", node_object)
+    state.apply(POD_KIND, "DELETED", bound)
+
+    plan = state.plans.get("team-a/pg-zonal-uid-zonal")
+    assert node not in state.cluster.node_index                            # read: rebuilt now
+    slot = plan.slots[next(s for s in plan.slots if s.index == 2)]
+    assert slot.status == "planned" and slot.reserved and slot.node != node
+    held = {key for key in state.cluster.reservations if key.startswith(f"gang:{plan.key}#")}
+    assert held == {f"gang:{plan.key}#{s.slot}" for s in plan.slots.values() if s.reserved}
+    assert all(s.status == "planned" for s in plan.slots.values() if s.reserved)
+    assert (state.cluster.free >= 0).all()

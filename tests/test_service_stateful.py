@@ -1,6 +1,7 @@
 """The service under interleaved events, as a real cluster delivers them: several gangs scheduled pod by
 pod; pods deleted before and after binding, or failing, and replaced by their controller; pods
-succeeding; other schedulers' pods taking room; nodes turning NotReady and back; jobs deleted;
+succeeding; other schedulers' pods taking room; nodes turning NotReady and back, or removed with
+their pods and added again; jobs deleted;
 reservations expiring. After every step the books must agree: no node over its capacity, every
 reservation held by a planned slot and every reserved slot holding one, no room held for an index that
 succeeded, no pod in two slots, every running pod in its slot, each gang's running pods inside its
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+import app.state.service as service_module
 from app.state import NODE_KIND, POD_KIND, kind_of
 from app.state.plans import BOUND, GANG_REFUSED, PLANNED, reservation_key
 
@@ -30,6 +32,9 @@ JOBS = {   # name -> (pods, GPUs a pod, required level, segment size)
 class ServiceUnderEvents(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
+        # a stale model (a node deleted) is rebuilt when next read, not by a timer thread at any moment:
+        # the same steps always give the same run
+        self.rebuild_delay, service_module.STALE_REBUILD_DELAY = service_module.STALE_REBUILD_DELAY, 3600.0
         self.clock = Clock()
         self.jobs = {name: indexed_job(name, pods=pods, gpus=gpus, required=required, segment=segment)
                      for name, (pods, gpus, required, segment) in JOBS.items()}
@@ -39,10 +44,16 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         self.generation: dict[tuple[str, int], int] = {}  # replacements made, for fresh names and uids
         self.deleted_jobs: set[str] = set()
         self.others: list[dict] = []                        # pods bound by another scheduler
+        self.removed: dict[str, dict] = {}                  # nodes deleted, by name
         self.foreign = 0
         for name, job in self.jobs.items():
             for index, pod in enumerate(job_pods(job)):
                 self._create(name, index, pod)
+
+    def teardown(self):
+        service_module.STALE_REBUILD_DELAY = self.rebuild_delay
+        if self.state._settle is not None:
+            self.state._settle.cancel()
 
     # --- what the cluster does ------------------------------------------------------------------------
     def _create(self, name: str, index: int, template: dict) -> None:
@@ -132,6 +143,8 @@ class ServiceUnderEvents(RuleBasedStateMachine):
     def a_pod_of_another_scheduler_lands(self, node, gpus):
         """A pod bound by someone else (nodeName set, another scheduler) on room the node really has,
         reservations aside: the kubelet admits it, so a gang that reserved that room must move."""
+        if node in self.removed:
+            return
         with self.state.lock:
             cluster = self.state.cluster
             index, gpu = cluster.node_index[node], cluster.resources.column[GPU]
@@ -150,6 +163,28 @@ class ServiceUnderEvents(RuleBasedStateMachine):
     def a_pod_of_another_scheduler_ends(self, data):
         pod = self.others.pop(data.draw(st.integers(0, len(self.others) - 1)))
         self.state.apply(POD_KIND, "DELETED", pod)
+
+    @rule(node=st.sampled_from(["node-04", "node-12", "node-20", "node-28"]))
+    def a_node_is_removed_and_its_pods_collected(self, node):
+        """The node object goes (scaled down, replaced); the pod garbage collector deletes its pods and
+        their controllers make new ones."""
+        current = next((o for o in self.state.objects.list("Node") if o["metadata"]["name"] == node), None)
+        if current is None:
+            return
+        self.removed[node] = copy.deepcopy(current)
+        self.state.apply(NODE_KIND, "DELETED", current)
+        for key in [k for k, p in self.pods.items() if p.get("spec", {}).get("nodeName") == node]:
+            self.state.apply(POD_KIND, "DELETED", self.pods.pop(key))
+            self._create(key[0], key[1], job_pods(self.jobs[key[0]])[key[1]])
+        for pod in [p for p in self.others if p["spec"]["nodeName"] == node]:
+            self.others.remove(pod)
+            self.state.apply(POD_KIND, "DELETED", pod)
+
+    @rule(data=st.data())
+    @precondition(lambda self: self.removed)
+    def a_removed_node_comes_back(self, data):
+        node = data.draw(st.sampled_from(sorted(self.removed)))
+        self.state.apply(NODE_KIND, "ADDED", self.removed.pop(node))
 
     @rule(name=st.sampled_from(sorted(JOBS)))
     def a_job_is_deleted_with_its_pods(self, name):

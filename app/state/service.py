@@ -547,7 +547,7 @@ class ServiceState:
     def role_request(self, plan: GangPlan, role: str) -> np.ndarray:
         """One pod's request row; computed once per pod spec and resource index (a 1,024-pod gang
         reserves 1,024 slots of one or two specs)."""
-        spec, resources = plan.tree.pod_spec(role), self.cluster.resources
+        spec, resources = plan.tree.pod_spec(role), self._cluster.resources
         kept = self._role_requests.get(id(spec))
         if kept is None or kept[0] is not spec or kept[1] is not resources:
             if len(self._role_requests) > 256:
@@ -557,8 +557,13 @@ class ServiceState:
 
     def reserve_slot(self, plan: GangPlan, state, *, check_fit: bool = True) -> bool:
         """Hold the slot's capacity on its node. False (nothing held) when the node is gone, no longer
-        usable for the role, or without room."""
-        node = self.cluster.node_index.get(state.node or "")
+        usable for the role, or without room.
+
+        Reservations read the model as it is (`_cluster`), never rebuilding a stale one: they run inside
+        pod events, and a rebuild there re-plans gangs on deleted nodes in the middle of the event that
+        is changing the same slot (a slot ended up unplaced yet reserved). The rebuild reserves every held
+        slot again on the new model anyway."""
+        node = self._cluster.node_index.get(state.node or "")
         if node is None:
             return False
         request = self.role_request(plan, state.slot.role)
@@ -566,11 +571,11 @@ class ServiceState:
             check_fit = False        # app.preemption: the room is still used by victims evicted for this plan
         if check_fit:
             rules = PodPlacementRules.from_spec(plan.tree.pod_spec(state.slot.role))
-            if rules.allows(self.cluster.nodes[node]) is not None:
+            if rules.allows(self._cluster.nodes[node]) is not None:
                 return False
-            if np.any(self.cluster.free[node] < request):
+            if np.any(self._cluster.free[node] < request):
                 return False
-        self.cluster.reserve(reservation_key(plan.key, state.slot), node, request)
+        self._cluster.reserve(reservation_key(plan.key, state.slot), node, request)
         state.reserved = True
         return True
 
@@ -580,7 +585,7 @@ class ServiceState:
         held = self.bound.get(plan.key, {})
         done = self.finished.get(plan.key, {})
         plan.slots = {}
-        names = self.cluster.node_names
+        names = self._cluster.node_names
         keys, nodes, requests = [], [], []
         by_role: dict[str, np.ndarray] = {}
         for slot, node_index in result.slots.items():
@@ -599,16 +604,16 @@ class ServiceState:
                 request = by_role[slot.role] = self.role_request(plan, slot.role)
             requests.append(request)
         if keys:                             # every placed slot's capacity held in one update
-            self.cluster.reserve_many(keys, np.array(nodes, dtype=np.int64), np.stack(requests))
+            self._cluster.reserve_many(keys, np.array(nodes, dtype=np.int64), np.stack(requests))
         for slot in result.unplaced:
             plan.slots[slot] = SlotState(slot, None, UNPLACED)
         plan.groups = dict(result.groups)
 
     def release_slot(self, plan: GangPlan, state) -> None:
         if state.reserved:
-            held = self.cluster.reservations.get(reservation_key(plan.key, state.slot))
+            held = self._cluster.reservations.get(reservation_key(plan.key, state.slot))
             self.changes.note_freed(held.node if held is not None else None)
-            self.cluster.release(reservation_key(plan.key, state.slot))
+            self._cluster.release(reservation_key(plan.key, state.slot))
             state.reserved = False
 
     def release_plan(self, plan: GangPlan) -> None:
