@@ -1,7 +1,7 @@
 """The service under interleaved events, as a real cluster delivers them: several gangs scheduled pod by
 pod; pods deleted before and after binding, or failing, and replaced by their controller; pods
 succeeding; other schedulers' pods taking room; nodes turning NotReady and back, or removed with
-their pods and added again; jobs deleted;
+their pods and added again; jobs deleted; the service restarting;
 reservations expiring. After every step the books must agree: no node over its capacity, every
 reservation held by a planned slot and every reserved slot holding one, no room held for an index that
 succeeded, no pod in two slots, every running pod in its slot, each gang's running pods inside its
@@ -194,6 +194,16 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         for key in [k for k in self.pods if k[0] == name]:
             self.state.apply(POD_KIND, "DELETED", self.pods.pop(key))
         self.state.apply(kind_of(self.jobs[name]), "DELETED", self.jobs[name])
+
+    @rule()
+    def the_service_restarts(self):
+        """A new process reads the cluster as it is (reservations are not kept) and gives partly bound
+        gangs their plans back."""
+        objects = [copy.deepcopy(o) for kind in ("Node", "Topology", "Job", "Pod") for o in self.state.objects.list(kind)]
+        self.teardown()
+        self.client = make_client(objects=objects, clock=self.clock, reservation_ttl=TTL)
+        self.state = service(self.client)
+        service_module.STALE_REBUILD_DELAY = 3600.0
 
     @rule()
     def reservations_run_out(self):
