@@ -1,10 +1,10 @@
-"""The service under interleaved events, as a real cluster delivers them: several gangs scheduled pod by
-pod; pods deleted before and after binding, or failing, and replaced by their controller; pods
-succeeding; other schedulers' pods taking room; nodes turning NotReady and back, or removed with
-their pods and added again; jobs deleted; the service restarting;
+"""The service under interleaved events, as a real cluster delivers them: several gangs (Indexed Jobs
+and an elastic PyTorchJob) scheduled pod by pod; pods deleted before and after binding, or failing, and
+replaced by their controller; pods succeeding; other schedulers' pods taking room; nodes turning
+NotReady and back, or removed with their pods and added again; jobs deleted; the service restarting;
 reservations expiring. After every step the books must agree: no node over its capacity, every
-reservation held by a planned slot and every reserved slot holding one, no room held for an index that
-succeeded, no pod in two slots, every running pod in its slot, each gang's running pods inside its
+reservation held by a planned slot and every reserved slot holding one, no room held for a slot whose
+pod succeeded, no pod in two slots, every running pod in its slot, each gang's running pods inside its
 required domain and segments."""
 from __future__ import annotations
 
@@ -15,18 +15,33 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import app.state.service as service_module
-from app.state import NODE_KIND, POD_KIND, kind_of
-from app.state.plans import BOUND, GANG_REFUSED, PLANNED, reservation_key
+from app.state import NODE_KIND, POD_KIND, SLOT_ANNOTATION, kind_of
+from app.state.plans import BOUND, GANG_REFUSED, PLANNED, parse_slot, reservation_key
+from topology.groups import Slot
 
 from service_helpers import GPU, Clock, bind, domain_of, filter_, indexed_job, job_pods, make_client, plain_pod, service
 
 TTL = 300.0
-JOBS = {   # name -> (pods, GPUs a pod, required level, segment size)
+JOBS = {   # Indexed Jobs: name -> (pods, GPUs a pod, required level, segment size)
     "wide": (8, 4, "block", 4),
     "zonal": (6, 8, "zone", None),
     "small": (4, 2, "rack", 2),
     "big": (10, 8, "zone", None),         # one zone's free nodes at most: it waits while others hold them
 }
+ELASTIC = "elastic"                       # a PyTorchJob: a master and 5 workers, any 4 pods make it run
+REQUIRED = {**{name: spec[2] for name, spec in JOBS.items()}, ELASTIC: "block"}
+
+
+def elastic_job() -> dict:
+    def replicas(count: int, gpus: int) -> dict:
+        return {"replicas": count, "template": {"spec": {"containers": [
+            {"name": "main", "image": "trainer", "resources": {"limits": {GPU: str(gpus)}}}]}}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": ELASTIC, "namespace": "team-a", "uid": f"uid-{ELASTIC}", "resourceVersion": "1",
+                         "annotations": {"kai.scheduler/topology": "default",
+                                         "kai.scheduler/topology-required-placement": "block"}},
+            "spec": {"runPolicy": {"schedulingPolicy": {"minAvailable": 4}},
+                     "pytorchReplicaSpecs": {"Master": replicas(1, 8), "Worker": replicas(5, 4)}}}
 
 
 class ServiceUnderEvents(RuleBasedStateMachine):
@@ -38,9 +53,10 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         self.clock = Clock()
         self.jobs = {name: indexed_job(name, pods=pods, gpus=gpus, required=required, segment=segment)
                      for name, (pods, gpus, required, segment) in JOBS.items()}
+        self.jobs[ELASTIC] = elastic_job()
         self.client = make_client(*self.jobs.values(), clock=self.clock, reservation_ttl=TTL)
         self.state = service(self.client)
-        self.pods: dict[tuple[str, int], dict] = {}      # the live pod of each (job, index)
+        self.pods: dict[tuple[str, int], dict] = {}      # the live pod of each (workload, position)
         self.generation: dict[tuple[str, int], int] = {}  # replacements made, for fresh names and uids
         self.deleted_jobs: set[str] = set()
         self.others: list[dict] = []                        # pods bound by another scheduler
@@ -59,7 +75,7 @@ class ServiceUnderEvents(RuleBasedStateMachine):
     def _create(self, name: str, index: int, template: dict) -> None:
         pod = copy.deepcopy(template)
         generation = self.generation.get((name, index), 0)
-        if generation:          # the Job controller's replacement: a new name and uid, the same index
+        if generation:          # the controller's replacement: a new name and uid, the same labels
             pod["metadata"]["name"] = f"{name}-{index}-r{generation}"
             pod["metadata"]["uid"] = f"uid-{name}-{index}-r{generation}"
         self.generation[(name, index)] = generation + 1
@@ -186,7 +202,7 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         node = data.draw(st.sampled_from(sorted(self.removed)))
         self.state.apply(NODE_KIND, "ADDED", self.removed.pop(node))
 
-    @rule(name=st.sampled_from(sorted(JOBS)))
+    @rule(name=st.sampled_from(sorted([*JOBS, ELASTIC])))
     def a_job_is_deleted_with_its_pods(self, name):
         if name in self.deleted_jobs:
             return
@@ -199,7 +215,7 @@ class ServiceUnderEvents(RuleBasedStateMachine):
     def the_service_restarts(self):
         """A new process reads the cluster as it is (reservations are not kept) and gives partly bound
         gangs their plans back."""
-        objects = [copy.deepcopy(o) for kind in ("Node", "Topology", "Job", "Pod") for o in self.state.objects.list(kind)]
+        objects = [copy.deepcopy(o) for kind in ("Node", "Topology", "Job", "PyTorchJob", "Pod") for o in self.state.objects.list(kind)]
         self.teardown()
         self.client = make_client(objects=objects, clock=self.clock, reservation_ttl=TTL)
         self.state = service(self.client)
@@ -235,15 +251,26 @@ class ServiceUnderEvents(RuleBasedStateMachine):
                        if s.pod is not None and s.status in (PLANNED, BOUND)]
             assert len(holders) == len(set(holders)), "one pod holds two slots"
 
+    def _plan(self, name: str):
+        return next((plan for plan in self.state.plans if plan.tree.workload == name), None)
+
+    def _pods_of(self, name: str, phase: str) -> dict[Slot, dict]:
+        """The workload's pods in this phase that we bound, by the slot our bind wrote on them."""
+        found = {}
+        for (workload, _), pod in self.pods.items():
+            annotations = pod["metadata"].get("annotations") or {}
+            if workload == name and pod["status"]["phase"] == phase and SLOT_ANNOTATION in annotations:
+                found[parse_slot(annotations[SLOT_ANNOTATION])] = pod
+        return found
+
     @invariant()
-    def no_room_is_held_for_an_index_that_succeeded(self):
+    def no_room_is_held_for_a_slot_whose_pod_succeeded(self):
         with self.state.lock:
-            for (name, index), pod in self.pods.items():
-                plan = self.state.plans.get(f"team-a/pg-{name}-uid-{name}")
-                if plan is None or pod["status"]["phase"] != "Succeeded":
-                    continue
-                held = [s for s in plan.slots.values() if s.slot.index == index and s.reserved]
-                assert not held, f"{plan.key} holds room for index {index}, whose pod succeeded"
+            for name in self.jobs:
+                plan = self._plan(name)
+                for slot in self._pods_of(name, "Succeeded") if plan is not None else ():
+                    assert not (slot in plan.slots and plan.slots[slot].reserved), \
+                        f"{plan.key} holds room for {slot}, whose pod succeeded"
 
     @invariant()
     def a_refused_gang_holds_nothing(self):
@@ -255,24 +282,24 @@ class ServiceUnderEvents(RuleBasedStateMachine):
     @invariant()
     def every_running_pod_of_a_planned_gang_holds_its_slot(self):
         with self.state.lock:
-            for name in JOBS:
-                plan = self.state.plans.get(f"team-a/pg-{name}-uid-{name}")
+            for name in self.jobs:
+                plan = self._plan(name)
                 if plan is None or plan.status == GANG_REFUSED:
                     continue
-                held = {s.pod: s for s in plan.slots.values() if s.pod is not None}
-                for (job, index), pod in self.pods.items():
-                    if job == name and self._bound((job, index)) and pod["status"]["phase"] == "Running":
-                        key = f"team-a/{pod['metadata']['name']}"
-                        assert key in held, f"{key} runs but holds no slot of {plan.key}"
-                        assert held[key].status == BOUND and held[key].node == pod["spec"]["nodeName"]
+                for slot, pod in self._pods_of(name, "Running").items():
+                    key = f"team-a/{pod['metadata']['name']}"
+                    held = plan.slots.get(slot)
+                    assert held is not None and held.pod == key, f"{key} runs but does not hold {slot} of {plan.key}"
+                    assert held.status == BOUND and held.node == pod["spec"]["nodeName"]
 
     @invariant()
     def bound_pods_keep_their_gangs_domains(self):
-        for name, (pods, _, required, segment) in JOBS.items():
+        for name, required in REQUIRED.items():
             nodes = {k[1]: p["spec"]["nodeName"] for k, p in self.pods.items()
                      if k[0] == name and self._bound(k) and p["status"]["phase"] == "Running"}
             assert len({domain_of(self.client, n, required) for n in nodes.values()}) <= 1, \
                 f"{name}: running pods in two {required}s"
+            pods, _, _, segment = JOBS.get(name, (0, 0, None, None))
             if segment:
                 for start in range(0, pods, segment):
                     members = {nodes[i] for i in range(start, start + segment) if i in nodes}
