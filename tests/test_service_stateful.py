@@ -2,10 +2,10 @@
 and an elastic PyTorchJob) scheduled pod by pod; pods deleted before and after binding, or failing, and
 replaced by their controller; pods succeeding; other schedulers' pods taking room; nodes turning
 NotReady and back, or removed with their pods and added again; jobs deleted; the service restarting;
-reservations expiring. After every step the books must agree: no node over its capacity, every
-reservation held by a planned slot and every reserved slot holding one, no room held for a slot whose
-pod succeeded, no pod in two slots, every running pod in its slot, each gang's running pods inside its
-required domain and segments."""
+reservations expiring; stale gangs evicted. After every step the books must agree: no node over its
+capacity, every reservation held by a planned slot and every reserved slot holding one, no room held
+for a slot whose pod succeeded, no pod in two slots, every running pod in its slot, each gang's running
+pods inside its required domain and segments."""
 from __future__ import annotations
 
 import copy
@@ -220,6 +220,19 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         self.client = make_client(objects=objects, clock=self.clock, reservation_ttl=TTL)
         self.state = service(self.client)
         service_module.STALE_REBUILD_DELAY = 3600.0
+
+    @rule(seconds=st.sampled_from([30, 61]))
+    def stale_gangs_are_evicted(self, seconds):
+        """Time passes and the leader's stale-gang check runs: a gang left below its minimum past the
+        grace period (60 s) loses its bound pods, and their controllers make new ones."""
+        self.clock.now += seconds
+        self.state.gangs.stale.evict_due()
+        for key, pod in list(self.pods.items()):
+            metadata = pod["metadata"]
+            if self.state.find_pod(metadata["namespace"], metadata["name"]) is None:     # evicted
+                event("stale gang evicted")
+                del self.pods[key]
+                self._create(key[0], key[1], job_pods(self.jobs[key[0]])[key[1]])
 
     @rule()
     def reservations_run_out(self):
