@@ -215,7 +215,8 @@ class ServiceUnderEvents(RuleBasedStateMachine):
     def the_service_restarts(self):
         """A new process reads the cluster as it is (reservations are not kept) and gives partly bound
         gangs their plans back."""
-        objects = [copy.deepcopy(o) for kind in ("Node", "Topology", "Job", "PyTorchJob", "Pod") for o in self.state.objects.list(kind)]
+        kinds = ("Node", "Topology", "Job", "PyTorchJob", "Pod")
+        objects = [copy.deepcopy(o) for kind in kinds for o in self.state.objects.list(kind)]
         self.teardown()
         self.client = make_client(objects=objects, clock=self.clock, reservation_ttl=TTL)
         self.state = service(self.client)
