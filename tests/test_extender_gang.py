@@ -611,3 +611,36 @@ def test_a_bound_pod_collected_with_its_deleted_node_leaves_its_slot_planned_els
     assert held == {f"gang:{plan.key}#{s.slot}" for s in plan.slots.values() if s.reserved}
     assert all(s.status == "planned" for s in plan.slots.values() if s.reserved)
     assert (state.cluster.free >= 0).all()
+
+
+def test_a_new_pod_for_a_finished_slot_is_placed_with_its_gang_not_on_the_old_node():
+    """Found by tests/test_service_stateful.py: a pod succeeded, its node was deleted (the gang moved to
+    another rack) and came back, and a new pod for the same index was steered to the finished slot's old
+    node, outside the rack the gang requires."""
+    import copy
+    from app.state import NODE_KIND, POD_KIND
+    job = indexed_job("small", pods=4, gpus=2, required="rack", segment=2)
+    client = make_client(job)
+    state = service(client)
+    pods = job_pods(job)
+    old_node = schedule(client, pods[1])
+    done = {**state.find_pod("team-a", "small-1"), "status": {"phase": "Succeeded"}}
+    state.apply(POD_KIND, "MODIFIED", done)
+    nodes = {o["metadata"]["name"]: copy.deepcopy(o) for o in state.objects.list("Node")}
+    for name, node in nodes.items():                       # the rest of its rack cannot take the gang
+        if name != old_node and domain_of(client, name, "rack") == domain_of(client, old_node, "rack"):
+            state.apply(NODE_KIND, "MODIFIED", {**node, "spec": {"unschedulable": True}})
+    node_object = nodes[old_node]
+    state.apply(NODE_KIND, "DELETED", node_object)
+    state.apply(POD_KIND, "DELETED", done)                  # the pod garbage collector
+    state.cluster                                          # rebuilt: the gang's other slots move racks
+    state.apply(NODE_KIND, "ADDED", node_object)
+    plan = state.plans.get("team-a/pg-small-uid-small")
+    racks = {domain_of(client, s.node, "rack") for s in plan.slots.values() if s.status == "planned"}
+    assert len(racks) == 1 and domain_of(client, old_node, "rack") not in racks
+
+    again = copy.deepcopy(pods[1])
+    again["metadata"]["name"], again["metadata"]["uid"] = "small-1-again", "uid-small-1-again"
+    state.apply(POD_KIND, "ADDED", again)
+    node = schedule(client, again)
+    assert domain_of(client, node, "rack") in racks

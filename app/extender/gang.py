@@ -294,15 +294,13 @@ class GangScheduler:
             return held.slot
         own = plan.slots.get(ident.slot)
         if own is not None and self._is_free(own):
-            own.pod = key
-            return own.slot
+            return _take(own, key)
         interchangeable = plan.tree.kind == "PodGroup" or ident.slot.index < 0 or own is None
         if not interchangeable:
             return None                  # its numbered slot is held by another pod (the old one lingers)
         for slot_state in sorted(plan.slots.values(), key=lambda s: s.slot):
             if slot_state.slot.role == ident.slot.role and self._is_free(slot_state):
-                slot_state.pod = key
-                return slot_state.slot
+                return _take(slot_state, key)
         return None
 
     def _is_free(self, slot_state: SlotState) -> bool:
@@ -509,6 +507,16 @@ def _preemptor(state: ServiceState, gangs: GangScheduler):
     from ..preemption import Preemptor
 
     return Preemptor(state, gangs)
+
+
+def _take(slot_state: SlotState, pod: str) -> Slot:
+    """The pod holds the slot now. A finished slot (its pod Succeeded, then was deleted) is live again
+    and unplaced: its old node may lie outside the domains the gang has moved to since, so it is placed
+    again beside the gang's other pods."""
+    slot_state.pod = pod
+    if slot_state.status == DONE:
+        slot_state.status, slot_state.node = UNPLACED, None
+    return slot_state.slot
 
 
 def _timestamp(seconds: float) -> str:
