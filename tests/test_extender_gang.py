@@ -583,6 +583,19 @@ def test_a_plan_made_again_keeps_the_slots_of_succeeded_pods_done():
     assert len(state.cluster.reservations) == 6        # indexes 2-7 wait; 0 is done, 1 is bound
 
 
+def _one_scheduled(job: dict, index: int, phase: str):
+    """(client, state, node, pod): the job's pod `index` scheduled, then reported in `phase` by the watch
+    as the API server has it (bound, with our annotations)."""
+    from app.state import POD_KIND
+    client = make_client(job)
+    state = service(client)
+    pod = job_pods(job)[index]
+    node = schedule(client, pod)
+    pod = {**state.find_pod(pod["metadata"]["namespace"], pod["metadata"]["name"]), "status": {"phase": phase}}
+    state.apply(POD_KIND, "MODIFIED", pod)
+    return client, state, node, pod
+
+
 def test_a_bound_pod_collected_with_its_deleted_node_leaves_its_slot_planned_elsewhere_and_held_once(monkeypatch):
     """Found by tests/test_service_stateful.py: a node was deleted (the model only marked stale), then the
     pod garbage collector deleted the gang pod bound there. Freeing its slot read the model, which rebuilt
@@ -591,13 +604,8 @@ def test_a_bound_pod_collected_with_its_deleted_node_leaves_its_slot_planned_els
     import app.state.service as service_module
     from app.state import NODE_KIND, POD_KIND
     monkeypatch.setattr(service_module, "STALE_REBUILD_DELAY", 3600.0)     # rebuilt when read, not by a timer
-    job = indexed_job("zonal", pods=6, gpus=8, required="zone", segment=None)
-    client = make_client(job)
-    state = service(client)
-    pods = job_pods(job)
-    node = schedule(client, pods[2])
-    bound = {**state.find_pod("team-a", "zonal-2"), "status": {"phase": "Running"}}
-    state.apply(POD_KIND, "MODIFIED", bound)
+    client, state, node, bound = _one_scheduled(indexed_job("zonal", pods=6, gpus=8, required="zone", segment=None),
+                                                2, "Running")
     node_object = next(o for o in state.objects.list("Node") if o["metadata"]["name"] == node)
 
     state.apply(NODE_KIND, "DELETED", node_object)
@@ -620,12 +628,7 @@ def test_a_new_pod_for_a_finished_slot_is_placed_with_its_gang_not_on_the_old_no
     import copy
     from app.state import NODE_KIND, POD_KIND
     job = indexed_job("small", pods=4, gpus=2, required="rack", segment=2)
-    client = make_client(job)
-    state = service(client)
-    pods = job_pods(job)
-    old_node = schedule(client, pods[1])
-    done = {**state.find_pod("team-a", "small-1"), "status": {"phase": "Succeeded"}}
-    state.apply(POD_KIND, "MODIFIED", done)
+    client, state, old_node, done = _one_scheduled(job, 1, "Succeeded")
     nodes = {o["metadata"]["name"]: copy.deepcopy(o) for o in state.objects.list("Node")}
     for name, node in nodes.items():                       # the rest of its rack cannot take the gang
         if name != old_node and domain_of(client, name, "rack") == domain_of(client, old_node, "rack"):
@@ -639,7 +642,7 @@ def test_a_new_pod_for_a_finished_slot_is_placed_with_its_gang_not_on_the_old_no
     racks = {domain_of(client, s.node, "rack") for s in plan.slots.values() if s.status == "planned"}
     assert len(racks) == 1 and domain_of(client, old_node, "rack") not in racks
 
-    again = copy.deepcopy(pods[1])
+    again = copy.deepcopy(job_pods(job)[1])
     again["metadata"]["name"], again["metadata"]["uid"] = "small-1-again", "uid-small-1-again"
     state.apply(POD_KIND, "ADDED", again)
     node = schedule(client, again)
