@@ -196,7 +196,7 @@ class Preemptor:
     def _snapshot(self, tree: GroupTree):
         """What the search reads, copied under the lock: (planner input, running gangs, occupancy)."""
         state = self.state
-        bound = state.settled(tree.key)
+        bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
         # exclusive groups: the same occupancy as the normal path; select_victims subtracts each choice's victims
         others = exclusive_occupancy(state, tree, also=_evictable)
         try:

@@ -559,30 +559,6 @@ def test_a_succeeded_slot_is_never_planned_or_reserved_again_when_its_gang_repla
     assert (state.cluster.free >= 0).all()
 
 
-def test_a_plan_made_again_keeps_the_slots_of_succeeded_pods_done():
-    """A gang's plan is dropped (its reservations expired) after one of its pods Succeeded; the next
-    plan must not reserve room for that index: the Job controller never recreates a succeeded pod."""
-    from app.state import POD_KIND
-    from app.state.plans import DONE
-    job = indexed_job("llama", pods=8, gpus=4)
-    clock = Clock()
-    client = make_client(job, clock=clock, reservation_ttl=300)
-    state = service(client)
-    pods = job_pods(job)
-    node = schedule(client, pods[0])
-    bound = state.find_pod("team-a", "llama-0")        # as the API server has it: bound, with our annotations
-    state.apply(POD_KIND, "MODIFIED", {**bound, "status": {"phase": "Succeeded"}})
-    clock.now += 301
-    state.expire(clock.now)
-    assert state.plans.get("team-a/pg-llama-uid-llama") is None
-
-    schedule(client, pods[1])                          # planned again, from the pods that exist now
-    plan = state.plans.get("team-a/pg-llama-uid-llama")
-    first = plan.slots[next(s for s in plan.slots if s.index == 0)]
-    assert first.status == DONE and not first.reserved and first.node == node
-    assert len(state.cluster.reservations) == 6        # indexes 2-7 wait; 0 is done, 1 is bound
-
-
 def _one_scheduled(job: dict, index: int, phase: str):
     """(client, state, node, pod): the job's pod `index` scheduled, then reported in `phase` by the watch
     as the API server has it (bound, with our annotations)."""
@@ -647,3 +623,32 @@ def test_a_new_pod_for_a_finished_slot_is_placed_with_its_gang_not_on_the_old_no
     state.apply(POD_KIND, "ADDED", again)
     node = schedule(client, again)
     assert domain_of(client, node, "rack") in racks
+
+
+def test_an_indexed_job_in_waves_places_its_second_wave_after_the_first_succeeded():
+    """completions 8, parallelism 4: the Job controller creates indexes 4-7 as 0-3 succeed. A change that
+    kept the first wave's slots finished for good left the second wave no slot (caught by the end-to-end
+    test of waves; this is its quick twin)."""
+    import copy
+    from app.state import POD_KIND
+    job = indexed_job("waves", pods=4, gpus=8)
+    job["spec"]["completions"] = 8
+    client = make_client(job)
+    state = service(client)
+    first = job_pods(job)
+    for pod in first:
+        schedule(client, pod)
+    for pod in first:
+        bound = state.find_pod("team-a", pod["metadata"]["name"])
+        state.apply(POD_KIND, "MODIFIED", {**bound, "status": {"phase": "Succeeded"}})
+    second = []
+    for index in range(4, 8):
+        pod = copy.deepcopy(first[0])
+        pod["metadata"]["name"], pod["metadata"]["uid"] = f"waves-{index}", f"uid-waves-{index}"
+        for where in ("labels", "annotations"):
+            pod["metadata"][where]["batch.kubernetes.io/job-completion-index"] = str(index)
+        state.apply(POD_KIND, "ADDED", pod)
+        second.append(pod)
+    nodes = [schedule(client, pod) for pod in second]
+    assert len({domain_of(client, node, "block") for node in nodes}) == 1
+    assert state.plans.get("team-a/pg-waves-uid-waves").counts()["bound"] == 4

@@ -251,7 +251,7 @@ class GangScheduler:
                   pod: str | None = None) -> GangPlan:
         """Plan the whole tree (bound pods pinned), reserve every planned slot, store the plan."""
         state = self.state
-        bound = state.settled(tree.key)          # bound and succeeded pods stay where they are
+        bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
         started = time.perf_counter()
         result = planning.plan(state, tree, bound=bound, candidates=candidates)
         waiting = ""
@@ -319,8 +319,9 @@ class GangScheduler:
         their domains), then with only bound slots pinned. On failure the slots stay unplaced with the
         planner's reason; nothing else of the plan changes."""
         state = self.state
-        # Bound and done slots stay: a done slot's pod Succeeded and no replacement comes, so it is
-        # pinned where it ran (its domain still holds the gang) and never reserved again.
+        # Bound and done slots never move. A done slot's pod Succeeded: it holds no room and is never
+        # reserved again; nor is it pinned, as nothing runs there (a later wave of an Indexed Job may
+        # take the slot, anywhere the gang fits).
         settled = (BOUND, DONE)
         moving = [s for s in slots if s in plan.slots and plan.slots[s].status not in settled]
         if not moving:
@@ -330,15 +331,15 @@ class GangScheduler:
             state.release_slot(plan, plan.slots[slot])
         index = state.cluster.node_index
         pinned = {s: st.node for s, st in plan.slots.items()
-                  if s not in moving and st.node in index and st.status in (PLANNED, *settled)}
+                  if s not in moving and st.node in index and st.status in (PLANNED, BOUND)}
         started = time.perf_counter()
         result = planning.plan(state, plan.tree, bound=pinned, candidates=candidates)
         if not result.placed and whole_group:
             for s, st in plan.slots.items():
                 if st.status == PLANNED:
                     state.release_slot(plan, st)
-            settled_only = {s: st.node for s, st in plan.slots.items() if st.status in settled and st.node in index}
-            result = planning.plan(state, plan.tree, bound=settled_only, candidates=candidates)
+            bound_only = {s: st.node for s, st in plan.slots.items() if st.status == BOUND and st.node in index}
+            result = planning.plan(state, plan.tree, bound=bound_only, candidates=candidates)
             moving = [s for s, st in plan.slots.items() if st.status not in settled]
         state.metrics.planning.labels("replan").observe(time.perf_counter() - started)
         state.metrics.replans.labels(kind).inc(len(moving))

@@ -70,7 +70,7 @@ def _victims_that_fit(state: ServiceState, tree: GroupTree, victims: Mapping[str
             victim = by_uid.get(uid)
             if victim is not None:
                 free[index] += cluster.resources.vector(pod_requests(victim.get("spec") or {}))
-    bound = state.settled(tree.key)
+    bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
     result = planning.plan(state, tree, bound=bound, free=free)
     if not result.placed:
         return {}

@@ -93,7 +93,6 @@ class ServiceState:
         self.synced_once = False
         self.bound: dict[str, dict[Slot, tuple[str, str]]] = {}   # gang -> slot -> (pod key, node)
         self._bound_pod: dict[str, tuple[str, Slot]] = {}         # pod key -> (gang, slot)
-        self.finished: dict[str, dict[Slot, tuple[str, str]]] = {}  # gang -> slot -> (pod key, node): Succeeded
         self._bound_locally: dict[str, str] = {}                  # pod key -> node, until the watch says so
         self.seen_pods: OrderedDict[str, Mapping] = OrderedDict()  # pods met in requests, not in the cache
         self.identities: OrderedDict[tuple, object] = OrderedDict()  # grouper answers by pod/workload version
@@ -327,11 +326,8 @@ class ServiceState:
             self._cluster.remove_pod(key)
             if event != "DELETED" and (pod.get("status") or {}).get("phase") == "Succeeded":
                 self._finish_bound(key)
-                self._index_finished(pod)
             else:
                 self._forget_bound(key)
-                if event == "DELETED":
-                    self._unindex_finished(pod)
             self.generation += 1
             return
         self._note_bound(pod)
@@ -394,37 +390,9 @@ class ServiceState:
     def _reindex_bound(self) -> None:
         self.bound.clear()
         self._bound_pod.clear()
-        self.finished.clear()
         for pod in self.objects.list("Pod"):
             if is_bound_and_running(pod):
                 self._index_bound(pod)
-            elif (pod.get("status") or {}).get("phase") == "Succeeded":
-                self._index_finished(pod)
-
-    def _index_finished(self, pod: Mapping) -> None:
-        """A gang pod that Succeeded: its slot is done for good (no controller recreates a succeeded pod),
-        so a plan made again later pins it where it ran and holds no room for it."""
-        found = _gang_slot(pod)
-        node = (pod.get("spec") or {}).get("nodeName")
-        if found is not None and node:
-            self.finished.setdefault(found[0], {})[found[1]] = (pod_key(pod), node)
-
-    def _unindex_finished(self, pod: Mapping) -> None:
-        found = _gang_slot(pod)
-        if found is None:
-            return
-        gang, slot = found
-        done = self.finished.get(gang, {})
-        if done.get(slot, ("",))[0] == pod_key(pod):
-            del done[slot]
-            if not done:
-                del self.finished[gang]
-
-    def settled(self, gang: str) -> dict[Slot, str]:
-        """The gang's slots a plan must keep where they are: bound pods and pods that Succeeded (slot -> node)."""
-        pins = {slot: node for slot, (_, node) in self.finished.get(gang, {}).items()}
-        pins.update((slot, node) for slot, (_, node) in self.bound.get(gang, {}).items())
-        return pins
 
     def _reconcile_plans(self) -> None:
         """After a relist of pods: slots whose pod vanished wait for a replacement again; slots whose
@@ -583,7 +551,6 @@ class ServiceState:
         """Fill the gang plan from a planner result (topology.plan.Plan): slots its pods already hold stay
         bound, every other placed slot is reserved on its node, elastic slots left out are unplaced."""
         held = self.bound.get(plan.key, {})
-        done = self.finished.get(plan.key, {})
         plan.slots = {}
         names = self._cluster.node_names
         keys, nodes, requests = [], [], []
@@ -592,9 +559,6 @@ class ServiceState:
             node = names[node_index]
             if slot in held and held[slot][1] == node:
                 plan.slots[slot] = SlotState(slot, node, BOUND, pod=held[slot][0])
-                continue
-            if slot not in held and slot in done and done[slot][1] == node:
-                plan.slots[slot] = SlotState(slot, node, DONE, pod=done[slot][0])
                 continue
             plan.slots[slot] = SlotState(slot, node, PLANNED, reserved=True)
             keys.append(reservation_key(plan.key, slot))
