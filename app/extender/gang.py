@@ -320,8 +320,7 @@ class GangScheduler:
         planner's reason; nothing else of the plan changes."""
         state = self.state
         # Bound and done slots never move. A done slot's pod Succeeded: it holds no room and is never
-        # reserved again; nor is it pinned, as nothing runs there (a later wave of an Indexed Job may
-        # take the slot, anywhere the gang fits).
+        # reserved again; nor is it pinned, as nothing runs there.
         settled = (BOUND, DONE)
         moving = [s for s in slots if s in plan.slots and plan.slots[s].status not in settled]
         if not moving:

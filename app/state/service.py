@@ -413,10 +413,10 @@ class ServiceState:
             plan.refresh_status()
 
     def _index_bound(self, pod: Mapping) -> tuple[str, Slot] | None:
-        found = _gang_slot(pod)
-        if found is None:
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        gang, slot = annotations.get(GANG_ANNOTATION), parse_slot(annotations.get(SLOT_ANNOTATION, ""))
+        if not gang or slot is None:
             return None
-        gang, slot = found
         key = pod_key(pod)
         self.bound.setdefault(gang, {})[slot] = (key, pod["spec"]["nodeName"])
         self._bound_pod[key] = (gang, slot)
@@ -609,13 +609,6 @@ class ServiceState:
                                          f"({plan.counts()[BOUND]} of {len(plan.slots)} pods bound)")
                 self.metrics.expired.inc()
             return [p.key for p in expired]
-
-
-def _gang_slot(pod: Mapping) -> tuple[str, Slot] | None:
-    """(gang, slot) from the annotations our bind writes; None for a pod we did not bind."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    gang, slot = annotations.get(GANG_ANNOTATION), parse_slot(annotations.get(SLOT_ANNOTATION, ""))
-    return (gang, slot) if gang and slot is not None else None
 
 
 def _turned_worse(old: NodeInfo, new: NodeInfo) -> bool:
