@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import app.state.service as service_module
 from app.state import NODE_KIND, POD_KIND, SLOT_ANNOTATION, kind_of
-from app.state.plans import BOUND, DONE, GANG_REFUSED, PLANNED, parse_slot, reservation_key
+from app.state.plans import BOUND, GANG_REFUSED, PLANNED, parse_slot, reservation_key
 from topology.groups import Slot
 
 from service_helpers import GPU, Clock, bind, domain_of, filter_, indexed_job, job_pods, make_client, plain_pod, service
@@ -54,6 +54,7 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         self.jobs = {name: indexed_job(name, pods=pods, gpus=gpus, required=required, segment=segment)
                      for name, (pods, gpus, required, segment) in JOBS.items()}
         self.jobs[ELASTIC] = elastic_job()
+        self.templates = {name: job_pods(job) for name, job in self.jobs.items()}   # the controllers' pods
         self.client = make_client(*self.jobs.values(), clock=self.clock, reservation_ttl=TTL)
         self.state = service(self.client)
         self.pods: dict[tuple[str, int], dict] = {}      # the live pod of each (workload, position)
@@ -62,9 +63,9 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         self.others: list[dict] = []                        # pods bound by another scheduler
         self.removed: dict[str, dict] = {}                  # nodes deleted, by name
         self.foreign = 0
-        for name, job in self.jobs.items():
-            for index, pod in enumerate(job_pods(job)):
-                self._create(name, index, pod)
+        for name, templates in self.templates.items():
+            for index in range(len(templates)):
+                self._create((name, index))
 
     def teardown(self):
         service_module.STALE_REBUILD_DELAY = self.rebuild_delay
@@ -72,14 +73,16 @@ class ServiceUnderEvents(RuleBasedStateMachine):
             self.state._settle.cancel()
 
     # --- what the cluster does ------------------------------------------------------------------------
-    def _create(self, name: str, index: int, template: dict) -> None:
-        pod = copy.deepcopy(template)
-        generation = self.generation.get((name, index), 0)
+    def _create(self, key: tuple[str, int]) -> None:
+        """The controller makes the pod of (workload, position); after the first, a replacement."""
+        name, index = key
+        pod = copy.deepcopy(self.templates[name][index])
+        generation = self.generation.get(key, 0)
         if generation:          # the controller's replacement: a new name and uid, the same labels
             pod["metadata"]["name"] = f"{name}-{index}-r{generation}"
             pod["metadata"]["uid"] = f"uid-{name}-{index}-r{generation}"
-        self.generation[(name, index)] = generation + 1
-        self.pods[(name, index)] = pod
+        self.generation[key] = generation + 1
+        self.pods[key] = pod
         self.state.apply(POD_KIND, "ADDED", pod)
 
     def _bound(self, key: tuple[str, int]) -> bool:
@@ -97,9 +100,10 @@ class ServiceUnderEvents(RuleBasedStateMachine):
             keys = self._keys(bound=False)
             if not keys:
                 return
-            self._schedule(self.pods[data.draw(st.sampled_from(keys))])
+            self._schedule(data.draw(st.sampled_from(keys)))
 
-    def _schedule(self, pod: dict) -> None:
+    def _schedule(self, key: tuple[str, int]) -> None:
+        pod = self.pods[key]
         answer = filter_(self.client, pod)
         assert answer["Error"] == ""
         if not answer["NodeNames"]:
@@ -112,7 +116,7 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         bound = copy.deepcopy(self.state.find_pod(metadata["namespace"], metadata["name"]))
         assert bound["spec"]["nodeName"] == node
         bound["status"] = {"phase": "Running"}
-        self.pods[next(k for k, p in self.pods.items() if p is pod)] = bound
+        self.pods[key] = bound
         self.state.apply(POD_KIND, "MODIFIED", copy.deepcopy(bound))   # the watch: bound, with our annotations
 
     @rule(data=st.data(), bound=st.booleans())
@@ -121,10 +125,8 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         if not keys:
             return
         key = data.draw(st.sampled_from(keys))
-        pod = self.pods.pop(key)
-        self.state.apply(POD_KIND, "DELETED", pod)
-        job = self.jobs[key[0]]
-        self._create(key[0], key[1], job_pods(job)[key[1]])
+        self.state.apply(POD_KIND, "DELETED", self.pods.pop(key))
+        self._create(key)
 
     @rule(data=st.data())
     def a_running_pod_fails_and_is_replaced(self, data):
@@ -136,7 +138,7 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         failed = self.pods.pop(key)
         failed["status"] = {"phase": "Failed"}
         self.state.apply(POD_KIND, "MODIFIED", copy.deepcopy(failed))
-        self._create(key[0], key[1], job_pods(self.jobs[key[0]])[key[1]])
+        self._create(key)
 
     @rule(data=st.data())
     def a_running_pod_succeeds(self, data):
@@ -191,7 +193,7 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         self.state.apply(NODE_KIND, "DELETED", current)
         for key in [k for k, p in self.pods.items() if p.get("spec", {}).get("nodeName") == node]:
             self.state.apply(POD_KIND, "DELETED", self.pods.pop(key))
-            self._create(key[0], key[1], job_pods(self.jobs[key[0]])[key[1]])
+            self._create(key)
         for pod in [p for p in self.others if p["spec"]["nodeName"] == node]:
             self.others.remove(pod)
             self.state.apply(POD_KIND, "DELETED", pod)
@@ -233,7 +235,7 @@ class ServiceUnderEvents(RuleBasedStateMachine):
             if self.state.find_pod(metadata["namespace"], metadata["name"]) is None:     # evicted
                 event("stale gang evicted")
                 del self.pods[key]
-                self._create(key[0], key[1], job_pods(self.jobs[key[0]])[key[1]])
+                self._create(key)
 
     @rule()
     def reservations_run_out(self):
@@ -255,7 +257,7 @@ class ServiceUnderEvents(RuleBasedStateMachine):
             assert held == reserved
             for plan in self.state.plans:
                 for s in plan.slots.values():
-                    if s.reserved:
+                    if s.reserved:      # so a finished (done) slot holds no room either
                         assert s.status == PLANNED and s.node is not None, f"{plan.key} {s.slot} reserved as {s.status}"
 
     @invariant()
@@ -276,13 +278,6 @@ class ServiceUnderEvents(RuleBasedStateMachine):
             if workload == name and pod["status"]["phase"] == phase and SLOT_ANNOTATION in annotations:
                 found[parse_slot(annotations[SLOT_ANNOTATION])] = pod
         return found
-
-    @invariant()
-    def a_finished_slot_holds_no_room(self):
-        with self.state.lock:
-            for plan in self.state.plans:
-                for s in plan.slots.values():
-                    assert not (s.status == DONE and s.reserved), f"{plan.key} holds room for finished {s.slot}"
 
     @invariant()
     def a_refused_gang_holds_nothing(self):
