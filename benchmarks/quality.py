@@ -29,7 +29,6 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -304,11 +303,12 @@ VERDICT = ("utilization", "wait", "blocks_per_job", "racks_per_segment", "prefer
 
 def seed_figures(seed: int, jobs: int, no_exclusive: bool) -> dict[str, SeedFigures]:
     """tas and kueue-bestfit on one seed: both trace runs, and both planners asked at each of tas's
-    attempts on the same snapshots (for the preferred constraints met)."""
+    attempts on the same snapshots (for the preferred constraints met). That side-by-side run places
+    what tas places, so it is tas's trace run too."""
     objects, lines, _ = benchmark_inputs(seed, jobs, no_exclusive)
-    results = {name: run_policy(objects, lines, name)[0] for name in ("tas", "kueue-bestfit")}
     side = SideBySide()
-    Simulation(Cluster.from_objects(ClusterObjects.from_objects(objects)), side, parse_trace(lines)).run()
+    ours = Simulation(Cluster.from_objects(ClusterObjects.from_objects(objects)), side, parse_trace(lines)).run()
+    results = {"tas": ours, "kueue-bestfit": run_policy(objects, lines, "kueue-bestfit")[0]}
     preferred = side.preferred_met()
     ends = same_end_waits(results)
     figures = {}
@@ -333,10 +333,12 @@ def seeds_table(seeds: range, jobs: int, no_exclusive: bool, workers: int = 1) -
     seeds (every figure is deterministic for a seed, so the table is the same)."""
     columns = SEED_COLUMNS
     rows, means = [], {"tas": [], "kueue-bestfit": []}
-    with ProcessPoolExecutor(workers) if workers > 1 else nullcontext() as pool:
-        each = partial(seed_figures, jobs=jobs, no_exclusive=no_exclusive)
-        all_figures = pool.map(each, seeds) if pool else map(each, seeds)
-        all_figures = list(all_figures)
+    each = partial(seed_figures, jobs=jobs, no_exclusive=no_exclusive)
+    if workers > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            all_figures = list(pool.map(each, seeds))
+    else:
+        all_figures = [each(seed) for seed in seeds]
     for seed, figures in zip(seeds, all_figures):
         for name in means:
             means[name].append(figures[name])
