@@ -92,15 +92,20 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         return sorted(k for k in self.pods if self._bound(k) == bound and
                       self.pods[k]["status"]["phase"] in ("Pending", "Running"))
 
+    def _pick(self, data, bound: bool) -> tuple[str, int] | None:
+        """A pending (or running, when `bound`) pod's key, drawn; None when there is none."""
+        keys = self._keys(bound=bound)
+        return data.draw(st.sampled_from(keys)) if keys else None
+
     @rule(data=st.data(), count=st.integers(1, 8))
     @precondition(lambda self: self._keys(bound=False))
     def schedule_pending_pods(self, data, count):
         """kube-scheduler takes pending pods one at a time (in any order): filter, then bind the node."""
         for _ in range(count):
-            keys = self._keys(bound=False)
-            if not keys:
+            key = self._pick(data, bound=False)
+            if key is None:
                 return
-            self._schedule(data.draw(st.sampled_from(keys)))
+            self._schedule(key)
 
     def _schedule(self, key: tuple[str, int]) -> None:
         pod = self.pods[key]
@@ -121,20 +126,18 @@ class ServiceUnderEvents(RuleBasedStateMachine):
 
     @rule(data=st.data(), bound=st.booleans())
     def delete_a_pod_and_replace_it(self, data, bound):
-        keys = self._keys(bound=bound)
-        if not keys:
+        key = self._pick(data, bound)
+        if key is None:
             return
-        key = data.draw(st.sampled_from(keys))
         self.state.apply(POD_KIND, "DELETED", self.pods.pop(key))
         self._create(key)
 
     @rule(data=st.data())
     def a_running_pod_fails_and_is_replaced(self, data):
         """The failed pod stays (as the API keeps it) and the Job controller creates a new one."""
-        keys = self._keys(bound=True)
-        if not keys:
+        key = self._pick(data, bound=True)
+        if key is None:
             return
-        key = data.draw(st.sampled_from(keys))
         failed = self.pods.pop(key)
         failed["status"] = {"phase": "Failed"}
         self.state.apply(POD_KIND, "MODIFIED", copy.deepcopy(failed))
@@ -142,10 +145,10 @@ class ServiceUnderEvents(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def a_running_pod_succeeds(self, data):
-        keys = self._keys(bound=True)
-        if not keys:
+        key = self._pick(data, bound=True)
+        if key is None:
             return
-        pod = self.pods[data.draw(st.sampled_from(keys))]
+        pod = self.pods[key]
         pod["status"] = {"phase": "Succeeded"}
         self.state.apply(POD_KIND, "MODIFIED", copy.deepcopy(pod))
 
