@@ -4,8 +4,9 @@
     app = create_app(Settings(cluster="dump.yaml"))    # standalone on a cluster dump
     app = create_app(Settings(kubeconfig="~/.kube/config"))   # live cluster (list/watch, Binding API)
 
-`app.state.service` is the ServiceState (the webhook and the debug page read it); its `gangs` is the
-GangScheduler behind the extender verbs.
+The composition root: everything is built here once, in dependency order, and handed down; nothing below
+holds a reference back up. `app.state.service` is the ServiceState (what the service knows; the webhook and
+the debug API read it), `app.state.engine` the GangScheduler (app.scheduling) behind the extender verbs.
 """
 from __future__ import annotations
 
@@ -13,22 +14,23 @@ import asyncio
 import contextlib
 import gc
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
 from fastapi import FastAPI
 
 from .cluster_file import load_objects
-from .debug import router as debug_router
-from .extender import GangScheduler, build_router
+from .http.debug import router as debug_router
+from .http.extender import build_router
+from .http.ui import router as ui_router
+from .http.webhook import router as webhook_router
+from .kube.parts import KubeParts
 from .logs import fields, get_logger
 from .memory import MemoryWriter, load_into
 from .ports import ClusterWriter
+from .scheduling import GangScheduler
 from .settings import Settings
 from .state import ServiceState
-from .ui import router as ui_router
-from .webhook import router as webhook_router
 
 log = get_logger(__name__)
 
@@ -52,13 +54,13 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
     if serving:
         sys.setswitchinterval(SWITCH_INTERVAL)
     state = ServiceState(settings, clock=clock)
-    state.gangs = GangScheduler(state)
+    engine = GangScheduler(state)
     background: list = []
 
     if kube is None and settings.mode == "standalone":
         state.writer = writer or MemoryWriter(state)
         load_into(state, objects if objects is not None else load_objects(settings.cluster))
-        state.gangs.restore()
+        engine.restore()
         if serving:
             gc.freeze()   # the loaded cluster is long-lived: keep it out of every GC pass
         log.info("standalone cluster loaded", extra=fields(
@@ -74,11 +76,11 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         for part in background:
-            part.start(state)
+            part.start(state, engine.restore)
         loops = [asyncio.create_task(_expire_forever(state))]
         if background:                 # a live cluster: kube-scheduler parks refused pods until woken
-            loops.append(asyncio.create_task(_wake_forever(state)))
-            loops.append(asyncio.create_task(_evict_stale_forever(state)))
+            loops.append(asyncio.create_task(_wake_forever(engine)))
+            loops.append(asyncio.create_task(_evict_stale_forever(engine)))
         try:
             yield
         finally:
@@ -90,6 +92,7 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
     app = FastAPI(title="tas-extender", version="0.1.0", lifespan=lifespan,
                   description="Topology-aware gang and segment scheduler extender")
     app.state.service = state
+    app.state.engine = engine
     app.include_router(build_router(settings.url_prefix))
     app.include_router(debug_router)
     app.include_router(webhook_router)
@@ -107,67 +110,27 @@ async def _expire_forever(state: ServiceState) -> None:
             log.exception("reservation expiry failed")
 
 
-async def _wake_forever(state: ServiceState, period: float = 1.0) -> None:
+async def _wake_forever(engine: GangScheduler, period: float = 1.0) -> None:
     while True:
         await asyncio.sleep(period)
         try:
-            await asyncio.to_thread(state.gangs.wake_refused)
+            await asyncio.to_thread(engine.wake_refused)
         except Exception:        # keep the loop alive; the next round retries
             log.exception("waking refused pods failed")
 
 
-async def _evict_stale_forever(state: ServiceState) -> None:
-    grace = state.settings.staleness_grace_period     # a PodGroup or annotation may enable what this disables
+async def _evict_stale_forever(engine: GangScheduler) -> None:
+    grace = engine.state.settings.staleness_grace_period     # a PodGroup or annotation may enable what this disables
     period = 5.0 if grace <= 0 else max(0.5, min(5.0, grace / 4))
     while True:
         await asyncio.sleep(period)
         try:
-            await asyncio.to_thread(state.gangs.stale.evict_due)
+            await asyncio.to_thread(engine.stale.evict_due)
         except Exception:        # keep the loop alive; the next round retries
             log.exception("stale gang eviction failed")
 
 
-class KubeParts:
-    """The live-cluster pieces: a list/watch source feeding the state, the writer, the leader elector."""
-
-    def __init__(self, source, writer: ClusterWriter, elector=None, restore: bool = True):
-        self.source = source
-        self.writer = writer
-        self.elector = elector
-        self.restore = restore
-        self.freeze_gc = False               # set by create_app(serving=True)
-        self._stopped = threading.Event()
-
-    def start(self, state: ServiceState) -> None:
-        if self.elector is not None:
-            self.elector.start()
-        self.source.start()
-        if self.restore:
-            threading.Thread(target=self._restore_after_sync, args=(state,), name="restore-plans",
-                             daemon=True).start()
-
-    def _restore_after_sync(self, state: ServiceState) -> None:
-        """Once the first full sync is in, give partly bound gangs their plans back (in a thread, so the
-        server starts answering probes at once). Gives up when the parts stop before any sync."""
-        while not state.synced_once:
-            if self._stopped.wait(0.05):
-                return
-        try:
-            state.gangs.restore()
-        except Exception:        # the service still runs; those gangs are re-planned by their next pod
-            log.exception("restoring gang plans failed")
-        if self.freeze_gc:
-            gc.freeze()   # the synced cluster is long-lived: keep it out of every GC pass
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self.source.stop()
-        if self.elector is not None:
-            with contextlib.suppress(Exception):
-                self.elector.stop()
-
-
 def build_kube_parts(settings: Settings, state: ServiceState) -> KubeParts:
     """The Kubernetes adapters (app/kube) for a kubeconfig or the in-cluster config."""
-    from .kube import adapters
+    from .kube import adapters      # the kubernetes client is imported only for a live cluster
     return adapters(settings, state)

@@ -74,6 +74,11 @@ def service(client: TestClient):
     return client.app.state.service
 
 
+def engine(client: TestClient):
+    """The GangScheduler (app.scheduling) behind the client's extender verbs."""
+    return client.app.state.engine
+
+
 def node_names(client: TestClient) -> list[str]:
     return list(service(client).cluster.node_names)
 

@@ -7,11 +7,11 @@ from collections import Counter
 
 
 from app.placement import TOPOLOGY_ANNOTATION, placement_annotation
-from app.extender.gang import SCHEDULER_LAG_GRACE
+from app.scheduling.engine import SCHEDULER_LAG_GRACE
 from app.state import GANG_ANNOTATION, NODE_KIND, SLOT_ANNOTATION
 from topology.demo import demo_objects
 
-from service_helpers import (GPU, Clock, bind, domain_of, filter_, indexed_job, job_pods, make_client,
+from service_helpers import (GPU, Clock, bind, domain_of, engine, filter_, indexed_job, job_pods, make_client,
                              plain_pod, prioritize, schedule, service)
 
 
@@ -169,7 +169,7 @@ def test_concurrent_binds_never_overcommit():
     nodes = {p["metadata"]["name"]: filter_(client, p)["NodeNames"][0] for p in pods}
     errors = []
 
-    gangs = service(client).gangs
+    gangs = engine(client)
 
     def worker(pod):
         metadata = pod["metadata"]
@@ -393,7 +393,7 @@ def test_preempt_for_a_refused_gang_keeps_nodes_whose_victims_make_it_fit():
     objects = demo_objects()
     job = indexed_job("big", pods=8, gpus=8, required="block", segment=None)
     client = make_client(job, objects=objects)
-    service(client).gangs.preemptor = None    # the fallback without app.preemption (equal priorities here)
+    engine(client).preemptor = None    # the fallback without preemption (equal priorities here)
     pod = job_pods(job)[0]
     answer = filter_(client, pod)
     assert answer["NodeNames"] == []          # no block has 8 free 8-GPU nodes (busy or broken nodes)

@@ -110,7 +110,7 @@ def test_job_gang_waits_until_the_job_controller_created_all_its_pods(fake_kube)
 
 
 def test_only_controllers_that_create_every_pod_at_once_make_the_gang_wait():
-    from app.extender.minimum import creates_all_at_once
+    from app.scheduling.minimum import creates_all_at_once
 
     assert creates_all_at_once({"kind": "Job", "spec": {}})
     assert creates_all_at_once({"kind": "JobSet", "spec": {"replicatedJobs": [{"name": "w"}]}})
@@ -122,7 +122,7 @@ def test_only_controllers_that_create_every_pod_at_once_make_the_gang_wait():
 
 
 def test_the_last_pods_of_a_job_with_more_completions_than_parallelism_do_not_wait_for_a_full_batch():
-    from app.extender.minimum import waiting_message, workload_members
+    from app.scheduling.minimum import waiting_message, workload_members
     from grouper import group_workload
     from service_helpers import indexed_job
 
@@ -180,7 +180,7 @@ def test_a_podgroup_is_grouped_once_per_member_set_not_once_per_call():
     call costs O(pods) per call, O(pods^2) per gang."""
     from unittest.mock import patch
 
-    import app.extender.planning as planning_module
+    import app.scheduling.planning as planning_module
     import grouper.identity as identity_module
     client = make_client(kai_podgroup("pg-y", 8))
     pods = [kai_member("pg-y", i) for i in range(8)]

@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from app.extender.member_wait import HOLD_PER_GANG, SHARE, MemberWait
+from app.scheduling.member_wait import HOLD_PER_GANG, SHARE, MemberWait
 from service_helpers import filter_, make_client, schedule, service
 from test_extender_gang_minimum import kai_member, kai_podgroup
 

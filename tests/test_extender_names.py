@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.extender.names import all_strings, candidate_mask
+from app.scheduling.candidates import all_strings, candidate_mask
 
 from service_helpers import make_client, plain_pod
 

@@ -2,7 +2,7 @@
 names (or of the globalDefault class), as the Priority admission plugin will give its pods."""
 from __future__ import annotations
 
-from app.extender import planning
+from app.scheduling import planning
 from app.state import kind_named
 from grouper import group_workload
 from topology.demo import demo_objects

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.extender.models import ExtenderFilterResult, HostPriority
+from app.http.extender.models import ExtenderFilterResult, HostPriority
 
 from service_helpers import filter_, indexed_job, job_pods, make_client, plain_pod, service
 
@@ -117,7 +117,7 @@ def test_any_json_body_gets_a_200_answer(client, body, verb):
 @given(hosts=st.lists(st.text(max_size=8) | st.text(alphabet=',"\\:{}ab', max_size=6), max_size=20),
        score=st.integers(0, 10))
 def test_uniform_scores_are_valid_json_for_any_names(hosts, score):
-    from app.extender.routes import uniform_scores
+    from app.http.extender.routes import uniform_scores
     assert json.loads(uniform_scores(hosts, score)) == [{"Host": h, "Score": score} for h in hosts]
 
 

@@ -3,7 +3,7 @@ after its grace period, so that its replacements are planned again as one gang."
 from __future__ import annotations
 
 import pytest
-from service_helpers import Clock, indexed_job, job_pods, make_client, schedule, service
+from service_helpers import Clock, engine, indexed_job, job_pods, make_client, schedule, service
 
 from grouper.staleness import GRACE_ANNOTATION, grace_period, parse_duration
 from app.state import POD_KIND
@@ -43,14 +43,14 @@ def test_a_group_is_satisfied_by_its_minimums():
 
 
 def test_a_gang_half_bound_past_its_grace_period_is_evicted_and_its_plan_dropped():
-    clock, _, state, pods = half_bound()
-    assert state.gangs.stale.evict_due() == []                # stale from now on
+    clock, client, state, pods = half_bound()
+    assert engine(client).stale.evict_due() == []                # stale from now on
     assert state.plans.get(GANG).notes[-1] == ("stale: 5 of its 8 pods bound, below the gang's minimum; its "
                                                "bound pods are evicted after 60s unless it recovers")
     clock.now += 59
-    assert state.gangs.stale.evict_due() == []
+    assert engine(client).stale.evict_due() == []
     clock.now += 2
-    assert state.gangs.stale.evict_due() == [GANG]
+    assert engine(client).stale.evict_due() == [GANG]
     assert all(state.find_pod("team-a", pod["metadata"]["name"]) is None for pod in pods[:5])
     assert state.plans.get(GANG) is None and not state.bound.get(GANG)
     event = state.writer.events[-1]
@@ -61,54 +61,54 @@ def test_a_gang_half_bound_past_its_grace_period_is_evicted_and_its_plan_dropped
 
 def test_a_gang_that_completes_within_its_grace_period_is_left_alone():
     clock, client, state, pods = half_bound()
-    state.gangs.stale.evict_due()
+    engine(client).stale.evict_due()
     clock.now += 30
     for pod in pods[5:]:
         schedule(client, pod)
     clock.now += 60
-    assert state.gangs.stale.evict_due() == []
+    assert engine(client).stale.evict_due() == []
     assert len(state.bound[GANG]) == 8
 
 
 def test_an_elastic_gang_at_its_minimum_is_not_stale():
     job = indexed_job("llama", pods=8, gpus=4)
     job["metadata"]["annotations"]["kai.scheduler/batch-min-member"] = "4"
-    clock, _, state, _ = half_bound(job, bound=5)
-    state.gangs.stale.evict_due()
+    clock, client, state, _ = half_bound(job, bound=5)
+    engine(client).stale.evict_due()
     clock.now += 3600
-    assert state.gangs.stale.evict_due() == []
+    assert engine(client).stale.evict_due() == []
 
 
 @pytest.mark.parametrize("value, evicted_after", [("10s", 10), ("-1s", None)])
 def test_the_workload_annotation_sets_the_grace_period(value, evicted_after):
     job = indexed_job("llama", pods=8, gpus=4)
     job["metadata"]["annotations"][GRACE_ANNOTATION] = value
-    clock, _, state, _ = half_bound(job)
-    state.gangs.stale.evict_due()
+    clock, client, state, _ = half_bound(job)
+    engine(client).stale.evict_due()
     clock.now += 11
-    assert state.gangs.stale.evict_due() == ([GANG] if evicted_after else [])
+    assert engine(client).stale.evict_due() == ([GANG] if evicted_after else [])
     clock.now += 3600
-    assert state.gangs.stale.evict_due() == []
+    assert engine(client).stale.evict_due() == []
 
 
 def test_the_flag_sets_the_default_and_an_invalid_annotation_falls_back_to_it(caplog):
     job = indexed_job("llama", pods=8, gpus=4)
     job["metadata"]["annotations"][GRACE_ANNOTATION] = "ten seconds"
-    clock, _, state, _ = half_bound(job, staleness_grace_period=5)
-    state.gangs.stale.evict_due()
+    clock, client, state, _ = half_bound(job, staleness_grace_period=5)
+    engine(client).stale.evict_due()
     clock.now += 6
-    assert state.gangs.stale.evict_due() == [GANG]
+    assert engine(client).stale.evict_due() == [GANG]
     ignored = [r for r in caplog.records if r.getMessage() == "staleness grace period ignored"]
     assert len(ignored) == 1
     assert ignored[0].error.startswith(f"Job team-a/llama annotation {GRACE_ANNOTATION}: 'ten seconds' is not a duration")
 
 
 def test_nothing_is_evicted_by_a_replica_that_is_not_the_leader():
-    clock, _, state, _ = half_bound()
+    clock, client, state, _ = half_bound()
     state.elector = type("Follower", (), {"is_leader": staticmethod(lambda: False)})()
-    state.gangs.stale.evict_due()
+    engine(client).stale.evict_due()
     clock.now += 3600
-    assert state.gangs.stale.evict_due() == []
+    assert engine(client).stale.evict_due() == []
 
 
 def test_a_kai_podgroup_sets_its_own_grace_period():
@@ -123,24 +123,24 @@ def test_a_kai_podgroup_sets_its_own_grace_period():
         state.apply(POD_KIND, "ADDED", pod)
     for pod in pods[:2]:
         schedule(client, pod)
-    state.gangs.stale.evict_due()
+    engine(client).stale.evict_due()
     clock.now += 15
-    assert state.gangs.stale.evict_due() == []
+    assert engine(client).stale.evict_due() == []
     clock.now += 6
-    assert state.gangs.stale.evict_due() == ["team-a/pg-x"]
+    assert engine(client).stale.evict_due() == ["team-a/pg-x"]
 
 
 def test_a_gang_one_of_whose_pods_succeeded_is_not_stale():
-    clock, _, state, pods = half_bound()
+    clock, client, state, pods = half_bound()
     done = state.find_pod("team-a", pods[0]["metadata"]["name"])
     state.apply(POD_KIND, "MODIFIED", {**done, "status": {"phase": "Succeeded"}})
-    state.gangs.stale.evict_due()
+    engine(client).stale.evict_due()
     clock.now += 3600
-    assert state.gangs.stale.evict_due() == []
+    assert engine(client).stale.evict_due() == []
 
 
 def test_controllers_that_create_pods_one_after_another():
-    from app.extender.minimum import creates_one_after_another
+    from app.scheduling.minimum import creates_one_after_another
     assert creates_one_after_another({"kind": "StatefulSet", "spec": {}})                     # OrderedReady
     assert not creates_one_after_another({"kind": "StatefulSet", "spec": {"podManagementPolicy": "Parallel"}})
     assert creates_one_after_another({"kind": "LeaderWorkerSet", "spec": {"startupPolicy": "LeaderReady"}})
@@ -165,22 +165,22 @@ def test_an_ordered_statefulset_starting_pod_by_pod_is_not_stale(policy, stale):
     state.apply(POD_KIND, "ADDED", pods[0])
     schedule(client, pods[0])
     gang = next(iter(state.plans)).key
-    state.gangs.stale.evict_due()
+    engine(client).stale.evict_due()
     clock.now += 3600
-    assert state.gangs.stale.evict_due() == ([gang] if stale else [])
+    assert engine(client).stale.evict_due() == ([gang] if stale else [])
 
 
 def test_a_half_bound_gang_whose_plan_for_the_rest_is_refused_is_stale_too():
     """The usual way a gang gets stuck: its other pods' nodes are refused, and planning them again around
     the bound pods finds no room (a refused plan holds no slots)."""
     from app.state.plans import GANG_REFUSED, GangPlan
-    clock, _, state, _ = half_bound()
+    clock, client, state, _ = half_bound()
     plan = state.plans.get(GANG)
     state.release_plan(plan)
     state.plans.put(GangPlan(plan.key, plan.tree, GANG_REFUSED, owner=plan.owner))
-    state.gangs.stale.evict_due()
+    engine(client).stale.evict_due()
     clock.now += 61
-    assert state.gangs.stale.evict_due() == [GANG]
+    assert engine(client).stale.evict_due() == [GANG]
 
 
 def test_the_first_valid_grace_period_wins_and_invalid_ones_are_named():
@@ -198,15 +198,15 @@ def test_the_first_valid_grace_period_wins_and_invalid_ones_are_named():
 
 def test_a_gang_waiting_for_its_preemption_victims_is_not_stale():
     """KAI counts pods waiting for their victims (pipelined) as active: the gang is not stale meanwhile."""
-    clock, _, state, _ = half_bound()
+    clock, client, state, _ = half_bound()
     state.plans.get(GANG).preemption = {"status": "waiting"}
-    state.gangs.stale.evict_due()
+    engine(client).stale.evict_due()
     clock.now += 3600
-    assert state.gangs.stale.evict_due() == []
+    assert engine(client).stale.evict_due() == []
     state.plans.get(GANG).preemption = {"status": "done"}
-    state.gangs.stale.evict_due()
+    engine(client).stale.evict_due()
     clock.now += 61
-    assert state.gangs.stale.evict_due() == [GANG]
+    assert engine(client).stale.evict_due() == [GANG]
 
 
 @pytest.mark.parametrize("value", ["nan", "inf"])

@@ -1,12 +1,12 @@
-"""Wake-ups of refused pods (app/extender/wakeups.py): kube-scheduler parks a pod an extender refused until a
+"""Wake-ups of refused pods (app/scheduling/wakeups.py): kube-scheduler parks a pod an extender refused until a
 cluster event, so the service patches one refused pod per gang when its wait is due. The end-to-end test
 (tests/e2e/test_e2e_wakeups.py) shows the stall this prevents on a real kube-scheduler."""
 from __future__ import annotations
 
-from app.extender.gang import SCHEDULER_LAG_GRACE
-from app.extender.wakeups import FIRST_WAIT, LONGEST_WAIT, WAKE_ANNOTATION, Wakeups
+from app.scheduling.engine import SCHEDULER_LAG_GRACE
+from app.scheduling.wakeups import FIRST_WAIT, LONGEST_WAIT, WAKE_ANNOTATION, Wakeups
 from app.state import POD_KIND
-from service_helpers import Clock, filter_, indexed_job, job_pods, make_client, node_names, schedule, service
+from service_helpers import Clock, engine, filter_, indexed_job, job_pods, make_client, node_names, schedule, service
 
 
 def test_one_wake_per_key_with_waits_doubling_up_to_the_longest():
@@ -42,11 +42,11 @@ def test_a_refused_gang_pod_is_annotated_when_its_wait_is_due_and_not_before():
     pod = job_pods(job)[0]
     state.apply(POD_KIND, "ADDED", pod)
     assert filter_(client, pod)["NodeNames"] == []
-    assert state.gangs.wake_refused() == 0
+    assert engine(client).wake_refused() == 0
     clock.now += FIRST_WAIT
-    assert state.gangs.wake_refused() == 1
+    assert engine(client).wake_refused() == 1
     assert WAKE_ANNOTATION in state.find_pod("team-a", pod["metadata"]["name"])["metadata"]["annotations"]
-    assert state.gangs.wake_refused() == 0                   # once per wait
+    assert engine(client).wake_refused() == 0                   # once per wait
 
 
 def test_a_pod_no_longer_waiting_is_not_woken():
@@ -59,7 +59,7 @@ def test_a_pod_no_longer_waiting_is_not_woken():
     filter_(client, pod)
     state.apply(POD_KIND, "DELETED", pod)
     clock.now += FIRST_WAIT
-    assert state.gangs.wake_refused() == 0
+    assert engine(client).wake_refused() == 0
 
 
 def test_a_pod_refused_while_the_scheduler_lags_is_woken_when_the_grace_ends():
@@ -78,14 +78,14 @@ def test_a_pod_refused_while_the_scheduler_lags_is_woken_when_the_grace_ends():
     others = [n for n in node_names(client) if n != slot_node]
     assert filter_(client, pods[1], others)["NodeNames"] == []          # its node left out: lag, not re-plan
     clock.now += SCHEDULER_LAG_GRACE
-    assert state.gangs.wake_refused() == 0
+    assert engine(client).wake_refused() == 0
     clock.now += 0.5
-    assert state.gangs.wake_refused() == 1
+    assert engine(client).wake_refused() == 1
     assert filter_(client, pods[1], others)["NodeNames"] != []          # the grace is over: re-planned
 
 
 def test_wakeups_waiting_are_bounded_oldest_first(monkeypatch):
-    import app.extender.wakeups as module
+    import app.scheduling.wakeups as module
     monkeypatch.setattr(module, "_PENDING_LIMIT", 3)
     wakeups = Wakeups()
     for i in range(5):

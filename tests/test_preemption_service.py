@@ -273,7 +273,7 @@ def test_against_a_blocking_writer_the_search_and_evictions_run_in_threads():
     client, writer = seed_client(refuse={"research/job-b-0"})
     writer.blocking = True                                       # as the API writer: off the event loop
     pods = job_pods(llm_job())
-    preemptor = client.app.state.service.gangs.preemptor
+    preemptor = client.app.state.engine.preemptor
 
     def settle():
         preemptor.searcher.join(timeout=60)

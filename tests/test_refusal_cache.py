@@ -95,7 +95,7 @@ def test_the_victim_search_never_holds_the_lock_plain_pods_need():
     import threading
     from unittest.mock import patch
 
-    import app.preemption as preemption_module
+    import app.scheduling.preemptor as preemption_module
     from test_preemption_service import RecordingWriter, seed_client
 
     client, writer = seed_client()
@@ -123,7 +123,7 @@ def test_the_victim_search_never_holds_the_lock_plain_pods_need():
         release.set()
         gang.join(timeout=30)
         plain.join(timeout=30)
-        preemptor = client.app.state.service.gangs.preemptor
+        preemptor = client.app.state.engine.preemptor
         if getattr(preemptor, "searcher", None) is not None:
             preemptor.searcher.join(timeout=30)
     assert finished and plain_finished

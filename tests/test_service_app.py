@@ -108,7 +108,7 @@ items:
 def test_webhook_router_is_mounted_when_available():
     client = make_client()
     try:
-        from app.webhook import router  # noqa: F401
+        from app.http.webhook import router  # noqa: F401
     except ImportError:
         pytest.skip("app.webhook has no router yet")
     response = client.post("/mutate", content=b"{}")

@@ -14,7 +14,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from app import cli
-from app.server import KubeParts
+from app.kube.parts import KubeParts
 from app.state import POD_KIND
 from app.wire import describe_errors
 from service_helpers import Clock, indexed_job, job_pods, make_client, plain_pod, schedule, service

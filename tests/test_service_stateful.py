@@ -232,7 +232,7 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         """Time passes and the leader's stale-gang check runs: a gang left below its minimum past the
         grace period (60 s) loses its bound pods, and their controllers make new ones."""
         self.clock.now += seconds
-        self.state.gangs.stale.evict_due()
+        self.client.app.state.engine.stale.evict_due()
         for key, pod in list(self.pods.items()):
             metadata = pod["metadata"]
             if self.state.find_pod(metadata["namespace"], metadata["name"]) is None:     # evicted

@@ -11,7 +11,7 @@ import pytest
 
 from service_helpers import domain_of, filter_, indexed_job, job_pods, make_client, schedule
 
-UI = Path(__file__).resolve().parents[1] / "app" / "ui"
+UI = Path(__file__).resolve().parents[1] / "app" / "http" / "ui"
 PAGE_JS = (UI / "page.js").read_text()
 CONTENT_TYPES = {".css": "text/css", ".js": "text/javascript"}
 

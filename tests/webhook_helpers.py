@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from app.metrics import Metrics
 from app.state.objects import ObjectCache
 from app.ports import WATCHED_KINDS, WatchedKind
-from app.webhook import router
+from app.http.webhook import router
 from app.webhook.caches import OwnerWaits
 from topology.cluster import Cluster
 from topology.demo import demo_objects

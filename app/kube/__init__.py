@@ -12,18 +12,17 @@ import os
 from ..ports import ObjectSink
 from .client import KubeApi, KubeApiError, build_api_client, load_configuration, resource_path
 from .leader import LeaderElector, default_identity
+from .parts import KubeParts
 from .sync import KubeSource
 from .writer import KubeWriter
 
-__all__ = ["KubeApi", "KubeApiError", "KubeSource", "KubeWriter", "LeaderElector", "adapters",
+__all__ = ["KubeApi", "KubeApiError", "KubeParts", "KubeSource", "KubeWriter", "LeaderElector", "adapters",
            "build_api_client", "default_identity", "load_configuration", "resource_path"]
 
 
 def adapters(settings, sink: ObjectSink, *, host: str | None = None):
-    """The service's Kubernetes parts (app.server.KubeParts) from its Settings, feeding `sink`.
+    """The service's Kubernetes parts (KubeParts) from its Settings, feeding `sink`.
     `host` points at an API server directly (tests, `kubectl proxy`) instead of a kubeconfig."""
-    from ..server import KubeParts
-
     client = build_api_client(kubeconfig=None if settings.in_cluster else settings.kubeconfig, host=host,
                               in_cluster=settings.in_cluster or None)
     api = KubeApi(client)

@@ -55,10 +55,10 @@ class GangPlan:
     created: float = 0.0
     expires: float | None = None               # reservations are dropped after this time
     refused_generation: int = -1               # cluster generation the refusal was computed at
-    refusal: object | None = None              # app.extender.refusal_cache.RefusalKey: when to plan again
+    refusal: object | None = None              # app.scheduling.refusal_cache.RefusalKey: when to plan again
     notes: list[str] = field(default_factory=list)   # re-plans and node troubles, newest last
     lagging: dict[Slot, float] = field(default_factory=dict)   # slot -> when kube-scheduler first left its node out
-    preemption: dict | None = None             # set by app.preemption: victims, domain, status
+    preemption: dict | None = None             # set by app.scheduling.preemptor: victims, domain, status
     owner: tuple[str, str, str, str] | None = None   # (api group, kind, namespace, name): its workload or PodGroup
 
     def slot_of_pod(self, pod: str) -> SlotState | None:

@@ -77,7 +77,6 @@ class ServiceState:
         self.settings = settings or Settings()
         self.writer = writer
         self.elector = elector                   # anything with is_leader(), when leader election is on
-        self.gangs = None                        # the GangScheduler (app.extender), set by create_app
         self.clock = clock
         self.objects = ObjectCache()
         self.plans = PlanStore()
@@ -536,7 +535,7 @@ class ServiceState:
             return False
         request = self.role_request(plan, state.slot.role)
         if (plan.preemption or {}).get("status") in ("evicting", "waiting"):
-            check_fit = False        # app.preemption: the room is still used by victims evicted for this plan
+            check_fit = False        # app.scheduling.preemptor: the room is still used by victims evicted for this plan
         if check_fit:
             rules = PodPlacementRules.from_spec(plan.tree.pod_spec(state.slot.role))
             if rules.allows(self._cluster.nodes[node]) is not None:

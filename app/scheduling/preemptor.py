@@ -28,13 +28,14 @@ from topology.cluster import pod_key
 from topology.groups import GroupTree
 from topology.preemption import PreemptionPlan, RunningGang, RunningPod, select_victims
 
-from .extender.planning import _opted_in as planning_opted_in
-from .extender.planning import exclusive_occupancy, plan_input
-from .extender.refusal_cache import RefusalKey
-from .logs import fields, get_logger
-from .state.plans import GANG_REFUSED, PLANNED, GangPlan
-from .ports import EvictionRefused
-from .state import GANG_ANNOTATION, SLOT_ANNOTATION, ServiceState
+from ..logs import fields, get_logger
+from ..ports import EvictionRefused
+from ..state import GANG_ANNOTATION, SLOT_ANNOTATION, ServiceState
+from ..state.plans import GANG_REFUSED, PLANNED, GangPlan
+from .outcome import gang_message, refuse_all
+from .planning import _opted_in as planning_opted_in
+from .planning import exclusive_occupancy, plan_input
+from .refusal_cache import RefusalKey
 
 log = get_logger(__name__)
 
@@ -107,9 +108,8 @@ class Preemption:
 class Preemptor:
     max_picks = MAX_PICKS                        # the filter's choices when evictions are refused
 
-    def __init__(self, state: ServiceState, gangs):
+    def __init__(self, state: ServiceState):
         self.state = state
-        self.gangs = gangs                       # the GangScheduler (message prefixes, refusals)
         self.active: dict[str, Preemption] = {}  # gang -> its preemption in progress
         self.queue: list[Preemption] = []        # chosen, evictions not sent yet
         self.excluded: dict[str, tuple[set[str], set[str]]] = {}   # gang -> (protected gangs, avoided domains)
@@ -135,7 +135,7 @@ class Preemptor:
             left = active.remaining(state)
             if left:
                 plan.preemption = active.to_json(state)
-                return self.gangs._refuse_all(candidates, self._waiting(plan, active, len(left)))
+                return refuse_all(candidates, self._waiting(plan, active, len(left)))
             self._finish(active)
             return None
         if plan.status != GANG_REFUSED or mode == "off":
@@ -144,11 +144,11 @@ class Preemptor:
             self._decide(plan, pod, mode)
         if plan.key in self.active:
             active = self.active[plan.key]
-            return self.gangs._refuse_all(candidates, self._waiting(plan, active, len(active.victims)))
+            return refuse_all(candidates, self._waiting(plan, active, len(active.victims)))
         if plan.preemption and plan.preemption.get("status") == SEARCHING:
-            return self.gangs._refuse_all(candidates, f"{plan.reason}; looking for lower-priority pods to preempt")
+            return refuse_all(candidates, f"{plan.reason}; looking for lower-priority pods to preempt")
         if plan.preemption and plan.preemption.get("status") == DRY_RUN:
-            return self.gangs._refuse_all(candidates, f"{plan.reason}; dry-run preemption: would evict "
+            return refuse_all(candidates, f"{plan.reason}; dry-run preemption: would evict "
                                                       f"{len(plan.preemption['victims'])} pods in "
                                                       f"{plan.preemption['place']} ({plan.preemption['what']})")
         return None
@@ -284,7 +284,7 @@ class Preemptor:
     def _waiting(self, plan: GangPlan, active: Preemption, count: int) -> str:
         text = (f"waiting for {count} victim{'s' if count != 1 else ''} to terminate in {active.place} "
                 f"({active.what()})")
-        return self.gangs._gang_message(plan, text)
+        return gang_message(plan, text)
 
     def _finish(self, active: Preemption) -> None:
         active.status = DONE

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ..state.objects import pod_shape_problem
+from ...state.objects import pod_shape_problem
 
 
 class _Wire(BaseModel):

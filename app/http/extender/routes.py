@@ -15,11 +15,12 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from ..logs import fields, get_logger
-from ..wire import BadRequest, describe_errors, read_limited
-from .gang import GangScheduler
+from ...logs import fields, get_logger
+from ...scheduling import GangScheduler
+from ...scheduling.candidates import all_strings
+from ...wire import BadRequest, describe_errors
+from ..body import read_limited
 from .models import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
-from .names import all_strings
 
 log = get_logger(__name__)
 
@@ -85,7 +86,7 @@ def build_router(prefix: str) -> APIRouter:
             service = request.app.state.service
             started = time.perf_counter()
             try:
-                return await handler(request, service.gangs)
+                return await handler(request, request.app.state.engine)
             except BadRequest as err:
                 service.metrics.errors.labels(verb).inc()
                 log.warning("bad request", extra=fields(verb=verb, error=str(err)))

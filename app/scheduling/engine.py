@@ -33,7 +33,9 @@ from . import admitted, minimum, planning, yielding
 from .admitted import admitted_tree
 from .binding import Binder
 from .member_wait import MemberWait
-from .preemption import keep_helpful_victims
+from .outcome import FilterOutcome, gang_message, refuse_all
+from .preemptor import Preemptor
+from .victims import keep_helpful_victims
 from .refusal_cache import refusal_key, still_refused
 from .scores import NEUTRAL_SCORE, Scorer
 from .stale import StaleGangs
@@ -46,26 +48,12 @@ log = get_logger(__name__)
 SCHEDULER_LAG_GRACE = 20.0
 
 
-@dataclass
-class FilterOutcome:
-    nodes: list[str]                                   # nodes that pass, in the order received
-    failed: dict[str, str] = field(default_factory=dict)
-    error: str = ""
-    ends_at: float | None = None                       # a refusal that runs out by itself: when
-    final: bool = False                                # a refusal only a new pod can end (a bad spec)
-    # a refusal no eviction can end (the gang's pods do not all exist yet, a bad spec): kube-scheduler gets
-    # it as FailedAndUnresolvableNodes and skips its preemption dry run, which is serial in its cycle and
-    # on a cluster with lower-priority pods would find victims on every node and call our preempt verb
-    unresolvable: bool = False
-    awaiting: tuple[str, int] | None = None            # (gang, pods missing) when refused "waiting for N more pods"
-
-
 class GangScheduler:
     def __init__(self, state: ServiceState):
         self.state = state
         self.scorer = Scorer(state)
         self.binder = Binder(state)
-        self.preemptor = _preemptor(state, self)
+        self.preemptor = Preemptor(state)   # tests may set it to None: a refused gang then simply waits
         self.seen_roles = admitted.SeenRoles()
         self.wakeups = Wakeups()
         self.stale = StaleGangs(state)
@@ -104,7 +92,7 @@ class GangScheduler:
             try:
                 ident = planning.identify(state, pod)
             except planning.GroupingError as err:
-                refusal = self._refuse_all(candidates, str(err))
+                refusal = refuse_all(candidates, str(err))
                 refusal.final = refusal.unresolvable = True
                 return None, refusal
             if ident is None:
@@ -113,7 +101,7 @@ class GangScheduler:
             if state.plans.get(ident.gang) is None:
                 exist, need = self._members(ident, pod)
                 if exist < need:
-                    refusal = self._refuse_all(candidates, minimum.waiting_message(ident.tree, exist, need))
+                    refusal = refuse_all(candidates, minimum.waiting_message(ident.tree, exist, need))
                     refusal.unresolvable = True
                     refusal.awaiting = (ident.gang, need - exist)
                     return ident.gang, refusal
@@ -123,10 +111,10 @@ class GangScheduler:
                 if held is not None:                  # preempting for this gang, or a dry-run report
                     return ident.gang, held
             if plan.status == GANG_REFUSED:
-                return ident.gang, self._refuse_all(candidates, plan.reason)
+                return ident.gang, refuse_all(candidates, plan.reason)
             slot = self._claim_slot(plan, ident, pod_key(pod))
             if slot is None:
-                return ident.gang, self._refuse_all(
+                return ident.gang, refuse_all(
                     candidates, f"gang {plan.key}: every {ident.slot.role} slot is held by another pod; "
                                 f"pod {pod_key(pod)} has no place in the plan")
             plan.expires = state.clock() + state.settings.reservation_ttl
@@ -134,12 +122,12 @@ class GangScheduler:
             if slot_state.status == BOUND:          # already running (a late retry): its node or nothing
                 if slot_state.node in candidates:
                     return ident.gang, self._steer(slot_state)
-                return ident.gang, self._refuse_all(candidates, f"gang {plan.key}: {slot} already runs on "
+                return ident.gang, refuse_all(candidates, f"gang {plan.key}: {slot} already runs on "
                                                                 f"{slot_state.node}")
             if slot_state.status == PLANNED and slot_state.node not in candidates:
                 lagging = self._scheduler_lags(plan, slot_state, candidates)
                 if lagging:
-                    refusal = self._refuse_all(candidates, lagging)
+                    refusal = refuse_all(candidates, lagging)
                     refusal.ends_at = plan.lagging[slot] + SCHEDULER_LAG_GRACE
                     return ident.gang, refusal
             if slot_state.status == UNPLACED or slot_state.node not in candidates:
@@ -150,7 +138,7 @@ class GangScheduler:
                              whole_group=slot_state.status != UNPLACED)
                 slot_state = plan.slots[slot]
                 if slot_state.status == UNPLACED or slot_state.node not in candidates:
-                    return ident.gang, self._refuse_all(candidates, self._gang_message(plan, plan.reason or why))
+                    return ident.gang, refuse_all(candidates, gang_message(plan, plan.reason or why))
             plan.lagging.pop(slot, None)
             return ident.gang, self._steer(slot_state)
 
@@ -181,8 +169,6 @@ class GangScheduler:
         to its node in this cycle, and listing thousands of nodes would cost more than the filter."""
         return FilterOutcome([slot_state.node])
 
-    def _refuse_all(self, candidates: Sequence[str], message: str) -> FilterOutcome:
-        return FilterOutcome([], dict.fromkeys(candidates, message))
 
     def _plain_filter(self, pod: Mapping, candidates: Sequence[str]) -> FilterOutcome:
         """A pod outside any gang passes everywhere, except nodes where only reserved capacity is left."""
@@ -264,7 +250,7 @@ class GangScheduler:
         plan = GangPlan(tree.key, tree, GANG_REFUSED, topology=tree.topology, summary=gang_summary(tree),
                         created=now, expires=now + state.settings.reservation_ttl)
         if not result.placed:
-            plan.reason = self._gang_message(plan, f"waiting for capacity {waiting}" if waiting
+            plan.reason = gang_message(plan, f"waiting for capacity {waiting}" if waiting
                                              else result.reason or "does not fit")
             plan.refused_generation = state.generation
             plan.refusal = refusal_key(state, tree)
@@ -282,9 +268,6 @@ class GangScheduler:
                                              slots=len(plan.slots), groups=_group_domains(plan)))
         return plan
 
-    def _gang_message(self, plan: GangPlan, reason: str) -> str:
-        prefix = f"gang {plan.key} ({plan.summary})"
-        return reason if reason.startswith(prefix) else f"{prefix}: {reason}"
 
     def _claim_slot(self, plan: GangPlan, ident, key: str) -> Slot | None:
         """The slot this pod takes: the one it already holds, else its own (role, index) when free, else
@@ -351,7 +334,7 @@ class GangScheduler:
                     st.node, st.status = None, UNPLACED
                 elif not st.reserved and not state.reserve_slot(plan, st):
                     st.node, st.status = None, UNPLACED
-            plan.reason = self._gang_message(plan, result.reason or "no room left in its domain")
+            plan.reason = gang_message(plan, result.reason or "no room left in its domain")
             plan.note(f"re-plan of {', '.join(map(str, slots))} failed ({cause}): {plan.reason}")
             _refresh(plan)
             state.generation += 1
@@ -500,13 +483,6 @@ class GangScheduler:
 
 
 # --------------------------------------------------------------------------------------------------
-def _preemptor(state: ServiceState, gangs: GangScheduler):
-    """app.preemption's Preemptor (gang preemption: choose victims, evict, hold the freed domain).
-    Imported here because app.preemption builds on this package's planning module. Tests may set
-    `GangScheduler.preemptor` to None: a refused gang then simply waits."""
-    from ..preemption import Preemptor
-
-    return Preemptor(state, gangs)
 
 
 def _take(slot_state: SlotState, pod: str) -> Slot:

@@ -13,7 +13,7 @@ from topology.objects import ObjectsError, parse_objects
 
 from topology.nodes import NodeInfo
 
-from .state.objects import metadata_problem, pod_shape_problem
+from ..state.objects import metadata_problem, pod_shape_problem
 from .ui import tree_data
 
 
@@ -24,7 +24,7 @@ def node_problem(obj: dict) -> str | None:
     except ValueError as err:
         return str(err)
     return None
-from .state import ServiceState, kind_of
+from ..state import ServiceState, kind_of
 
 router = APIRouter(tags=["debug"])
 

@@ -1,5 +1,5 @@
 """The debug page: GET /ui serves one static page that draws the topologies, the gang plans and the
-refusals from the read-only debug API (app/debug.py). No build step: page.html, page.css and page.js
+refusals from the read-only debug API (app/http/debug.py). No build step: page.html, page.css and page.js
 are package data served as they are.
 
 The page links its assets and the API with relative URLs (`ui/page.js`, `debug/plans`), so it also

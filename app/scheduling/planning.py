@@ -17,7 +17,7 @@ from topology.planner import build_plan_input, plan_gang
 
 from ..state import ServiceState
 from . import pod_affinity
-from .names import candidate_mask
+from .candidates import candidate_mask
 from .occupancy import exclusive_occupancy, occupied_count
 
 __all__ = ["GroupingError", "exclusive_occupancy", "identify", "occupied_count", "plan", "plan_input"]

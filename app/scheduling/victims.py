@@ -1,6 +1,6 @@
 """Preempt: of the victims kube-scheduler proposes (node -> pod UIDs), keep only those that help the
-pod's gang. A gang that app.preemption is preempting for keeps exactly the victims chosen for it; a gang
-pod with a plan keeps its planned node; a gang without a plan keeps what app.preemption offers, or,
+pod's gang. A gang that app.scheduling.preemptor is preempting for keeps exactly the victims chosen for it; a gang
+pod with a plan keeps its planned node; a gang without a plan keeps what app.scheduling.preemptor offers, or,
 without that module, the nodes a plan made with every proposed victim gone would use. Plain pods keep
 everything. `--preemption off` offers no victims for gang pods; `dry-run` logs and offers none."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ log = get_logger(__name__)
 
 def keep_helpful_victims(state: ServiceState, pod: Mapping, victims: Mapping[str, list[str]],
                          preemptor=None) -> dict[str, list[str]]:
-    """`preemptor` (app.preemption) decides for a gang it is preempting for, and for a gang without a
+    """`preemptor` (app.scheduling.preemptor) decides for a gang it is preempting for, and for a gang without a
     plan (it offers only victims it chose itself)."""
     mode = state.settings.preemption
     with state.lock:

@@ -24,6 +24,7 @@ from ..logs import fields, get_logger
 from ..state import ServiceState
 from ..state.plans import DONE, GangPlan
 from .minimum import creates_one_after_another
+from .preemptor import HOLDING
 
 log = get_logger(__name__)
 
@@ -107,7 +108,6 @@ def is_stale(state: ServiceState, plan: GangPlan) -> bool:
         return False
     if plan.tree.root.satisfied_by(set(bound)):
         return False
-    from ..preemption import HOLDING      # app.preemption builds on this package: imported when used
     if (plan.preemption or {}).get("status") in HOLDING:
         return False                      # its other pods wait for their victims to go (KAI: pipelined)
     return not creates_one_after_another(_owner(state, plan))    # still starting, one pod after another

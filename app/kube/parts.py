@@ -1,0 +1,54 @@
+"""KubeParts: the live-cluster pieces the composition root (app.server) starts and stops together."""
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+from collections.abc import Callable
+
+from ..logs import get_logger
+from ..ports import ClusterWriter
+
+log = get_logger(__name__)
+
+
+class KubeParts:
+    """The live-cluster pieces: a list/watch source feeding the state, the writer, the leader elector."""
+
+    def __init__(self, source, writer: ClusterWriter, elector=None, restore: bool = True):
+        self.source = source
+        self.writer = writer
+        self.elector = elector
+        self.restore = restore
+        self.freeze_gc = False               # set by create_app(serving=True)
+        self._stopped = threading.Event()
+
+    def start(self, state, restore: Callable[[], None] | None = None) -> None:
+        """Start watching; once the first full sync is in, `restore` (the engine's) gives partly bound gangs
+        their plans back."""
+        if self.elector is not None:
+            self.elector.start()
+        self.source.start()
+        if self.restore:
+            threading.Thread(target=self._restore_after_sync, args=(state, restore or (lambda: None)), name="restore-plans",
+                             daemon=True).start()
+
+    def _restore_after_sync(self, state, restore: Callable[[], None]) -> None:
+        """Once the first full sync is in, give partly bound gangs their plans back (in a thread, so the
+        server starts answering probes at once). Gives up when the parts stop before any sync."""
+        while not state.synced_once:
+            if self._stopped.wait(0.05):
+                return
+        try:
+            restore()
+        except Exception:        # the service still runs; those gangs are re-planned by their next pod
+            log.exception("restoring gang plans failed")
+        if self.freeze_gc:
+            gc.freeze()   # the synced cluster is long-lived: keep it out of every GC pass
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.source.stop()
+        if self.elector is not None:
+            with contextlib.suppress(Exception):
+                self.elector.stop()

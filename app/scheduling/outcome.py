@@ -1,0 +1,33 @@
+"""A filter verb's answer (FilterOutcome) and the two message helpers every part of the engine shares:
+a refusal of every candidate, and the `gang <key> (<summary>): ...` prefix."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..state.plans import GangPlan
+
+
+@dataclass
+class FilterOutcome:
+    nodes: list[str]                                   # nodes that pass, in the order received
+    failed: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+    ends_at: float | None = None                       # a refusal that runs out by itself: when
+    final: bool = False                                # a refusal only a new pod can end (a bad spec)
+    # a refusal no eviction can end (the gang's pods do not all exist yet, a bad spec): kube-scheduler gets
+    # it as FailedAndUnresolvableNodes and skips its preemption dry run, which is serial in its cycle and
+    # on a cluster with lower-priority pods would find victims on every node and call our preempt verb
+    unresolvable: bool = False
+    awaiting: tuple[str, int] | None = None            # (gang, pods missing) when refused "waiting for N more pods"
+
+
+def refuse_all(candidates: Sequence[str], message: str) -> FilterOutcome:
+    """Every candidate fails with the same message."""
+    return FilterOutcome([], dict.fromkeys(candidates, message))
+
+
+def gang_message(plan: GangPlan, reason: str) -> str:
+    """`reason`, prefixed once with the gang's key and summary."""
+    prefix = f"gang {plan.key} ({plan.summary})"
+    return reason if reason.startswith(prefix) else f"{prefix}: {reason}"
