@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 
+from grouper.names import ENV_PREFIX, PLACEMENT_PREFIX, TOPOLOGY_ANNOTATION
 from topology.tree import Level
 
-PLACEMENT_PREFIX = "placement.tas-extender.io/"
-TOPOLOGY_ANNOTATION = PLACEMENT_PREFIX + "topology"
-ENV_PREFIX = "KAI_TOPOLOGY_"
+__all__ = ["ENV_PREFIX", "PLACEMENT_PREFIX", "TOPOLOGY_ANNOTATION", "downward_api_path", "level_slug",
+           "placement_annotation", "placement_env_name"]
 
 
 def level_slug(level: Level) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-HOSTNAME = "kubernetes.io/hostname"
+from .names import HOSTNAME  # noqa: F401 - the webhook and the engine take it from here
 
 
 def selects(selector: Mapping | None, labels: Mapping[str, str]) -> bool:

@@ -10,11 +10,11 @@ from topology.tree import TopologyTree
 
 from . import names
 from .errors import GroupingError, describe
+from .names import STATEFULSET_POD_INDEX
 from .kinds import RoleTemplate, WorkloadShape, parse_int, workload_shape
 from .podgroups import belongs, group_podgroup, is_podgroup, leaf_pods, pod_subgroup
 from .workloads import group_workload
 
-STATEFULSET_POD_INDEX = "apps.kubernetes.io/pod-index"
 UNINDEXED = -1      # Slot.index of a pod whose role does not number its pods (the pods are interchangeable)
 
 

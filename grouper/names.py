@@ -1,5 +1,11 @@
-"""Annotation and label keys the grouper reads and the controllers set."""
+"""Every label, annotation and key the project reads or writes, in one place: those users and controllers
+set (read by the grouper), those the service writes (at bind, on wake-ups), and the reservation key of a
+gang slot (built and taken apart only here). The topology package keeps the two it needs itself
+(HOSTNAME_LABEL, the Topology kinds): it imports nothing of ours, so they are re-exported here."""
 from __future__ import annotations
+
+from topology.groups import Slot
+from topology.tree import HOSTNAME_LABEL
 
 # KAI: workload root (topology may also sit on the pod template, where it wins)
 TOPOLOGY = "kai.scheduler/topology"
@@ -53,6 +59,61 @@ KAI_SEGMENT_INDEX_LABEL = "kai.scheduler/segment-index"
 SP_PODGROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 KAI_PODGROUP_API = "scheduling.run.ai/v2alpha2"
 SP_PODGROUP_API = "scheduling.x-k8s.io/v1alpha1"
+
+# Kubernetes itself
+HOSTNAME = HOSTNAME_LABEL                                   # kubernetes.io/hostname
+STATEFULSET_POD_INDEX = "apps.kubernetes.io/pod-index"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"           # a static pod's mirror: never a victim
+GRACE_ANNOTATION = "kai.scheduler/staleness-grace-period"
+KAI_PODGROUP_VERSION_PREFIX = "scheduling.run.ai/"
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+PODGROUP_KEYS = (KAI_PODGROUP_ANNOTATION, SP_PODGROUP_LABEL)  # how pods join a PodGroup (annotation, label)
+
+# What the service writes
+GANG_ANNOTATION = "tas-extender.io/gang"        # at bind: "<namespace>/<gang>"
+SLOT_ANNOTATION = "tas-extender.io/slot"        # at bind: "<role>-<index>"
+WAKE_ANNOTATION = "tas-extender.io/wake"        # on a refused pod: the time of its wake-up
+PLACEMENT_PREFIX = "placement.tas-extender.io/"  # at bind: the domain at each level (app/placement.py)
+TOPOLOGY_ANNOTATION = PLACEMENT_PREFIX + "topology"
+ENV_PREFIX = "KAI_TOPOLOGY_"                     # the webhook's downward-API env vars of those annotations
+
+# Which annotation and label prefixes make a pod of a watched workload a gang pod we wait for
+OPT_IN_PREFIXES = ("kai.scheduler/", "kueue.x-k8s.io/podset-")
+
+# The reservation of one gang slot in the cluster model: gang:<namespace>/<gang>#<role>-<index>
+RESERVATION_PREFIX = "gang:"
+
+
+def reservation_key(gang: str, slot: Slot) -> str:
+    return f"{RESERVATION_PREFIX}{gang}#{slot}"
+
+
+def is_reservation(key: str) -> bool:
+    """Whether a cluster reservation key is a gang slot's (other tools reserve under their own keys)."""
+    return key.startswith(RESERVATION_PREFIX)
+
+
+def reservation_gang(key: str) -> str:
+    """The gang of a reservation key (`gang:ns/job#worker-3` -> `ns/job`)."""
+    return key.split("#", 1)[0].removeprefix(RESERVATION_PREFIX)
+
+
+def reservation_prefix(gang: str) -> str:
+    """Every reservation key of `gang` starts with this."""
+    return f"{RESERVATION_PREFIX}{gang}#"
+
+
+def reservation_shown(key: str) -> str:
+    """A reservation key as the page shows it (`ns/job#worker-3`)."""
+    return key.removeprefix(RESERVATION_PREFIX)
+
+
+def parse_slot(text: str) -> Slot | None:
+    """`worker-3` -> Slot("worker", 3); None when the text is not of that form."""
+    role, _, index = text.rpartition("-")
+    return Slot(role, int(index)) if role and index.isdigit() else None
+
 
 # Which annotations make a workload a gang we place (on the root or on any pod template).
 OPT_IN_ANNOTATIONS = (

@@ -6,9 +6,7 @@ from dataclasses import dataclass
 
 from . import names
 from .kinds import KUBEFLOW_SPECS, parse_int
-
-LWS_API = "leaderworkerset.x-k8s.io/v1"
-JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+from .names import JOBSET_API, LWS_API
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ def is_podgroup(obj: Mapping) -> bool:
 
 
 def _is_scheduler_plugins(podgroup: Mapping) -> bool:
-    return str(podgroup.get("apiVersion") or "").startswith("scheduling.x-k8s.io/")
+    return str(podgroup.get("apiVersion") or "").startswith(names.SP_PODGROUP_API.split("/")[0] + "/")
 
 
 def _name(podgroup: Mapping) -> str:

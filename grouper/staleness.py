@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-GRACE_ANNOTATION = "kai.scheduler/staleness-grace-period"
-KAI_PODGROUP_VERSION_PREFIX = "scheduling.run.ai/"
+from .names import GRACE_ANNOTATION, KAI_PODGROUP_VERSION_PREFIX
+
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 

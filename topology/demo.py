@@ -2,10 +2,12 @@
 one NotReady and one tainted, described by a KAI Topology and a Kueue Topology."""
 from __future__ import annotations
 
+from .tree import HOSTNAME_LABEL
+
 ZONE_LABEL = "topology.kubernetes.io/zone"
 BLOCK_LABEL = "network.example.com/block"
 RACK_LABEL = "network.example.com/rack"
-HOST_LABEL = "kubernetes.io/hostname"
+HOST_LABEL = HOSTNAME_LABEL
 GPU = "nvidia.com/gpu"
 
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import numpy as np
 
+from grouper.names import reservation_gang
 from topology.cluster import pod_key
 from topology.groups import GroupTree, Slot
 from topology.nodes import PodPlacementRules
@@ -187,7 +187,7 @@ class GangScheduler:
 
     def _reserved_reason(self, node: int) -> str:
         name = self.state.cluster.node_names[node]
-        gangs = sorted({key.split("#", 1)[0].removeprefix("gang:")
+        gangs = sorted({reservation_gang(key)
                         for key, usage in self.state.cluster.reservations.items() if usage.node == node})
         return f"capacity on {name} is reserved for gang {', '.join(gangs)}"
 

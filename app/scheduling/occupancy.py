@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from grouper import keeps_apart, lws_gang, names
+from grouper.names import is_reservation, reservation_gang
 from topology.groups import GroupTree
 
 from ..state import ServiceState
@@ -49,9 +50,9 @@ def occupied_count(state: ServiceState, tree: GroupTree,
         if _other_gang_pod(pod, tree) or (also is not None and _not_own(pod, tree) and also(pod or {}, key)):
             counts[usage.node] += 1
     for key, usage in cluster.reservations.items():
-        gang = key.split("#", 1)[0].removeprefix("gang:")
+        gang = reservation_gang(key)
         plan = state.plans.get(gang)
-        if key.startswith("gang:") and gang != tree.key and keeps_apart(plan.tree if plan else None):
+        if is_reservation(key) and gang != tree.key and keeps_apart(plan.tree if plan else None):
             counts[usage.node] += 1
     return counts
 

@@ -9,7 +9,7 @@ import numpy as np
 from grouper import GroupingError, PodIdentity, group_podgroup, group_workload, identify_pod, owner_of
 from grouper.kinds import workload_shape
 from grouper.node_limit import limits_per_node, role_limits
-from grouper.names import KAI_PODGROUP_ANNOTATION, KAI_SUBGROUP_LABEL, SP_PODGROUP_LABEL
+from grouper.names import KAI_PODGROUP_ANNOTATION, KAI_SUBGROUP_LABEL, OPT_IN_PREFIXES, SP_PODGROUP_LABEL
 from topology.cluster import pod_key
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan, PlanInput
@@ -22,7 +22,6 @@ from .occupancy import exclusive_occupancy, occupied_count
 
 __all__ = ["GroupingError", "exclusive_occupancy", "identify", "occupied_count", "plan", "plan_input"]
 
-_OPT_IN_PREFIXES = ("kai.scheduler/", "kueue.x-k8s.io/podset-")
 _CACHE_LIMIT = 4096
 
 
@@ -33,7 +32,7 @@ def _group_of(api_version: str) -> str:
 def _opted_in(pod: Mapping) -> bool:
     metadata = pod.get("metadata") or {}
     keys = list((metadata.get("annotations") or {})) + list((metadata.get("labels") or {}))
-    return any(key.startswith(_OPT_IN_PREFIXES) for key in keys) or "pod-group-name" in keys
+    return any(key.startswith(OPT_IN_PREFIXES) for key in keys) or KAI_PODGROUP_ANNOTATION in keys
 
 
 def owner_key(pod: Mapping) -> tuple[str, str, str, str] | None:

@@ -24,6 +24,7 @@ import numpy as np
 from prometheus_client import Counter
 
 from grouper import owner_of
+from grouper.names import MIRROR_ANNOTATION
 from topology.cluster import pod_key
 from topology.groups import GroupTree
 from topology.preemption import PreemptionPlan, RunningGang, RunningPod, select_victims
@@ -440,7 +441,6 @@ def _value(domain: str | None) -> str:
 # --------------------------------------------------------------------------------------------------
 PLAIN_CONTROLLERS = {"ReplicaSet", "Deployment", "StatefulSet", "ReplicationController"}
 NEVER_VICTIMS = {"DaemonSet", "Node"}           # they come back on the same node: evicting them frees nothing
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 def running_gangs(state: ServiceState) -> list[RunningGang]:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-WAKE_ANNOTATION = "tas-extender.io/wake"        # its value: the time of the wake-up
+from grouper.names import WAKE_ANNOTATION  # noqa: F401 - the engine and tests take it from here
+
 FIRST_WAIT, LONGEST_WAIT = 5.0, 60.0
 _REMEMBERED_WAITS = 10_000                      # gangs whose last wait is kept, to keep doubling it
 _PENDING_LIMIT = 10_000                         # wake-ups waiting (none are taken without a live cluster)

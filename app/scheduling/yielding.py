@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from grouper.names import reservation_gang, reservation_prefix
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan
 
@@ -34,7 +35,7 @@ def free_without(state: ServiceState, plans: Iterable[GangPlan]) -> np.ndarray:
     """The free matrix with the reservations of `plans` given back."""
     cluster = state.cluster
     free = cluster.free.copy()
-    prefixes = tuple(f"gang:{plan.key}#" for plan in plans)
+    prefixes = tuple(reservation_prefix(plan.key) for plan in plans)
     if prefixes:
         for key, usage in cluster.reservations.items():
             if key.startswith(prefixes):
@@ -48,7 +49,7 @@ def holders(state: ServiceState, plans: Iterable[GangPlan], result: Plan) -> lis
     used = set(result.slots.values())
     nodes_of = {}
     for key, usage in cluster.reservations.items():
-        nodes_of.setdefault(key.split("#", 1)[0].removeprefix("gang:"), set()).add(usage.node)
+        nodes_of.setdefault(reservation_gang(key), set()).add(usage.node)
     return [plan for plan in plans if nodes_of.get(plan.key, set()) & used]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from grouper.names import parse_slot, reservation_key  # noqa: F401 - the state's callers take them from here
 from topology.groups import GroupTree, Slot
 from topology.plan import GroupPlacement
 
@@ -17,16 +18,6 @@ PLANNED, BOUND, UNPLACED, DONE = "planned", "bound", "unplaced", "done"   # slot
 # not all bound yet), bound (every slot bound), refused (the gang does not fit; nothing reserved).
 GANG_PENDING, GANG_PLANNED, GANG_BOUND, GANG_REFUSED = "pending", "planned", "bound", "refused"
 GANG_STATES = (GANG_PENDING, GANG_PLANNED, GANG_BOUND, GANG_REFUSED)
-
-
-def reservation_key(gang: str, slot: Slot) -> str:
-    return f"gang:{gang}#{slot}"
-
-
-def parse_slot(text: str) -> Slot | None:
-    """`worker-3` -> Slot("worker", 3); None when the text is not of that form."""
-    role, _, index = text.rpartition("-")
-    return Slot(role, int(index)) if role and index.isdigit() else None
 
 
 @dataclass

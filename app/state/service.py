@@ -20,6 +20,7 @@ import numpy as np
 
 from grouper import group_workload
 from grouper.kinds import suspended
+from grouper.names import GANG_ANNOTATION, PODGROUP_KEYS, SLOT_ANNOTATION
 from grouper.podgroups import is_podgroup
 from topology.cluster import Cluster, is_bound_and_running, pod_key
 from topology.groups import Slot
@@ -39,10 +40,7 @@ from .workload_pods import WorkloadPods
 
 log = get_logger(__name__)
 
-PODGROUP_KEYS = ("pod-group-name", "scheduling.x-k8s.io/pod-group")   # how pods join a PodGroup
 EXPIRY_SCAN_INTERVAL = 1.0                     # seconds between the filter path's TTL scans
-GANG_ANNOTATION = "tas-extender.io/gang"        # written at bind: "<namespace>/<gang>"
-SLOT_ANNOTATION = "tas-extender.io/slot"        # written at bind: "<role>-<index>"
 
 TOPOLOGY_KINDS = {("kai.scheduler", "Topology"), ("kueue.x-k8s.io", "Topology"),
                   ("topology.volcano.sh", "HyperNode")}

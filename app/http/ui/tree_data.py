@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
+from grouper.names import reservation_shown
 from topology.counts import sum_by_level
 from topology.tree import TopologyTree
 
@@ -55,7 +56,7 @@ def build(snap: Snapshot, depth: int | None = None, domain: str | None = None) -
             for kind, matrix in snap.matrices.items()}
     reservations: dict[int, list[str]] = {}
     for key, node in snap.reservations:
-        reservations.setdefault(node, []).append(key.removeprefix("gang:"))
+        reservations.setdefault(node, []).append(reservation_shown(key))
     holders: dict[int, list[str]] = {}
     for key, node in snap.pods:
         holders.setdefault(node, []).append(key)
