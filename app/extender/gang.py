@@ -233,7 +233,7 @@ class GangScheduler:
         if plan is None:
             plan = self.plan_gang(tree, candidates={ident.slot.role: list(candidates)}, pod=pod_key(pod))
         if plan.owner is None:
-            plan.owner = planning.owner_key(pod)
+            plan.owner = ident.owner or planning.owner_key(pod)
         return plan
 
     def _replan_roles(self, plan: GangPlan, tree: GroupTree, roles: list[str], pod: str) -> None:
