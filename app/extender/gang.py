@@ -71,7 +71,8 @@ class GangScheduler:
         self.stale = StaleGangs(state)
         self.member_wait = MemberWait(
             state.settings.member_wait, lambda: state.pods_added,
-            lambda whole: state.metrics.member_waits.labels("whole" if whole else "short").inc())
+            lambda whole: state.metrics.member_waits.labels("whole" if whole else "short").inc(),
+            on_seconds=state.metrics.member_wait_seconds.observe)
         state.on_nodes_changed(self.revalidate)
 
     # ------------------------------------------------------------------------------------------------
