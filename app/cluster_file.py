@@ -52,7 +52,11 @@ def _repeated_name(objects: ClusterObjects) -> str | None:
 
 def load_cluster(path: str | None) -> Cluster:
     """The cluster of the file, its running pods of LeaderWorkerSet groups kept apart from exclusive gangs."""
-    objects = load_objects(path)
+    return cluster_of(load_objects(path), path)
+
+
+def cluster_of(objects: ClusterObjects, path: str | None = None) -> Cluster:
+    """The cluster model of objects read by load_objects (`path` names them in errors)."""
     try:
         cluster = Cluster.from_objects(objects)
     except (ValueError, KeyError) as err:

@@ -6,7 +6,7 @@ import sys
 
 from topology.plan import STRATEGIES
 
-from ..cluster_file import ClusterFileError, load_cluster
+from ..cluster_file import ClusterFileError, cluster_of, load_objects
 from ..offline.output import plan_json, render_table
 from ..offline.plan_cmd import BAD_INPUT, exit_code, plan_gangs
 from ..offline.workloads import WorkloadError, load_workload_files
@@ -31,9 +31,10 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        cluster = load_cluster(args.cluster)
+        objects = load_objects(args.cluster)
+        cluster = cluster_of(objects, args.cluster)
         gangs = load_workload_files(args.workload, cluster.topologies)
-        outcomes = plan_gangs(cluster, gangs, args.strategy)
+        outcomes = plan_gangs(cluster, gangs, args.strategy, pods=objects.pods)
     except (ClusterFileError, WorkloadError) as err:
         print(f"error: {err}", file=sys.stderr)
         return BAD_INPUT

@@ -6,15 +6,15 @@ the next sees what is left, as the service would. Exit codes: 0 every gang place
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-
+from collections.abc import Iterable, Mapping, Sequence
 
 from grouper import keeps_apart
-from grouper.node_limit import limits_per_node
 from topology.cluster import Cluster, pod_key
 from topology.groups import Slot
 from topology.plan import Plan
-from topology.planner import plan_for
+from topology.planner import plan_gang
+
+from ..scheduling.plan_input import gang_plan_input
 
 from .gangs import role_needs
 from .output import GangOutcome
@@ -24,8 +24,12 @@ from .workloads import FileGang, WorkloadError
 PLACED, NOT_PLACED, BAD_INPUT = 0, 1, 2
 
 
-def plan_gangs(cluster: Cluster, gangs: Sequence[FileGang], strategy: str = "binpack") -> list[GangOutcome]:
+def plan_gangs(cluster: Cluster, gangs: Sequence[FileGang], strategy: str = "binpack",
+               pods: Iterable[Mapping] = ()) -> list[GangOutcome]:
+    """Plan each gang in turn. `pods`: the cluster file's pods (those running count for pod affinity and
+    anti-affinity, as in the service); each gang's own running pods join them."""
     outcomes = []
+    running = list(pods)
     for number, gang in enumerate(gangs):
         bound = _bound_indexes(cluster, gang)
         for pod in gang.bound_pods:          # running pods of the gang hold capacity (once)
@@ -33,9 +37,10 @@ def plan_gangs(cluster: Cluster, gangs: Sequence[FileGang], strategy: str = "bin
                 cluster.add_pod(pod)
             if keeps_apart(gang.tree) and pod_key(pod) in cluster.pods:
                 cluster.apart[pod_key(pod)] = gang.tree.key
+            running.append(pod)
         try:
-            plan = plan_for(cluster, gang.tree, strategy=gang.tree.strategy or strategy, bound=bound or None,
-                            occupied_nodes=occupied_nodes(cluster, gang.tree), per_node=limits_per_node(gang.tree))
+            plan = plan_gang(gang_plan_input(cluster, gang.tree, strategy=strategy, pods=running,
+                                             occupied=occupied_nodes(cluster, gang.tree), bound=bound or None))
         except (ValueError, KeyError) as err:
             raise WorkloadError(f"workload file {gang.source}: {gang.workload}: {str(err).strip(chr(39))}") from None
         if plan.placed:

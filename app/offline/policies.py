@@ -25,14 +25,14 @@ from typing import Protocol
 
 import numpy as np
 
-from grouper.node_limit import limits_per_node
 from topology.cluster import Cluster
 from topology.counts import pods_per_node, segments_by_level, sum_by_level
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan, PlanInput
-from topology.planner import build_plan_input, occupied_masks, plan_gang
+from topology.planner import occupied_masks, plan_gang
 from topology.tree import TopologyTree
 
+from ..scheduling.plan_input import gang_plan_input
 from .gangs import GPU, RoleNeeds, role_needs, split_gang
 
 
@@ -81,8 +81,7 @@ class TasPolicy:
                 or not all(map(operator.is_, kept[2], cluster.nodes)):
             if len(self._inputs) > 4096:
                 self._inputs.clear()
-            inp = replace(build_plan_input(cluster, tree, strategy=tree.strategy or self.strategy,
-                                           occupied_nodes=occupied, per_node=limits_per_node(tree), explain=explain),
+            inp = replace(gang_plan_input(cluster, tree, strategy=self.strategy, occupied=occupied, explain=explain),
                           keep_analysis=True)
             self._inputs[id(tree)] = (cluster, tree, list(cluster.nodes), inp)
             return inp

@@ -20,7 +20,7 @@ class AdmittedSpec(dict):
     `node_limit`: the most of its pods one node may hold whatever its room (grouper.node_limit), or None;
     `pod_terms`: its required pod (anti-)affinity terms (grouper.affinity.PodTerm)."""
     node_limit = None
-    pod_terms: tuple = ()
+    pod_terms: tuple | None = None       # None: not read yet (role_terms reads the spec then)
     shape: tuple | None = None            # shape(self), kept: a planned role's spec is compared per pod
 
 

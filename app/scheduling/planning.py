@@ -8,17 +8,18 @@ import numpy as np
 
 from grouper import GroupingError, PodIdentity, group_podgroup, group_workload, identify_pod, owner_of
 from grouper.kinds import workload_shape
-from grouper.node_limit import limits_per_node, role_limits
+from grouper.node_limit import role_limits
 from grouper.names import KAI_PODGROUP_ANNOTATION, KAI_SUBGROUP_LABEL, OPT_IN_PREFIXES, SP_PODGROUP_LABEL
 from topology.cluster import pod_key
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan, PlanInput
-from topology.planner import build_plan_input, plan_gang
+from topology.planner import plan_gang
 
 from ..state import ServiceState
 from . import native_groups, pod_affinity
 from .candidates import candidate_mask
 from .occupancy import exclusive_occupancy, occupied_count
+from .plan_input import gang_plan_input
 
 __all__ = ["GroupingError", "exclusive_occupancy", "identify", "occupied_count", "plan", "plan_input"]
 
@@ -156,12 +157,8 @@ def plan_input(state: ServiceState, tree: GroupTree, *, bound: Mapping[Slot, str
             masks[role] = candidate_mask(names, index, len(cluster.nodes))
     if others is None:
         others = exclusive_occupancy(state, tree)
-    restricted = pod_affinity.allowed_by_running_pods(state, tree)
-    tree = pod_affinity.together(tree, cluster.topologies.get(tree.topology or ""))
-    return build_plan_input(cluster, tree, strategy=tree.strategy or state.settings.strategy, bound=pins,
-                            candidates=masks, occupied_nodes=None if others is None else others > 0, free=free,
-                            per_node=limits_per_node(tree), restricted=restricted,
-                            one_per_domain=pod_affinity.apart(tree, cluster.topologies.get(tree.topology or "")))
+    return gang_plan_input(cluster, tree, strategy=state.settings.strategy, pods=state.objects.list("Pod"),
+                           occupied=None if others is None else others > 0, bound=pins, candidates=masks, free=free)
 
 
 def _per_node(pods: int) -> str:

@@ -2,7 +2,7 @@
 judge the nodes (one pod per host among the gang's own pods is the planner's `per_node` limit):
 - `together`: a role whose pods attract each other on a topology key lands in one domain of that key (the
   role's group gets that key as its required level when it is finer than the one it has);
-- `allowed_by_running_pods`: a term about pods already running allows (affinity) or excludes
+- `allowed_by_pods`: a term about pods already running allows (affinity) or excludes
   (anti-affinity) every node of their domains.
 - `apart`: a role whose pods repel each other on a rack or block key gets one pod per domain of that level.
 Not modelled: the anti-affinity of running pods against the new ones (kube-scheduler still enforces it; a
@@ -10,15 +10,14 @@ slot whose node it then drops is re-planned)."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from grouper.affinity import HOSTNAME, PodTerm, together_keys
+from grouper.affinity import HOSTNAME, PodTerm, required_terms, together_keys
+from topology.cluster import Cluster
 from topology.groups import Group, GroupTree
 from topology.tree import TopologyTree
-
-from ..state import ServiceState
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -36,7 +35,17 @@ def apart(tree: GroupTree, topology: TopologyTree | None) -> dict[str, str]:
 
 
 def role_terms(tree: GroupTree) -> dict[str, tuple[PodTerm, ...]]:
-    return {role: terms for role, spec in tree.roles.items() if (terms := getattr(spec.pod_spec, "pod_terms", ()))}
+    """Each role's required pod (anti-)affinity terms: from its admitted pod where the service has one (a
+    spec carrying `pod_terms`), else from its template and labels (`plan`, `simulate`, a role not seen yet),
+    as grouper.node_limit.role_limits reads the per-node limit."""
+    found = {}
+    for role, spec in tree.roles.items():
+        terms = getattr(spec.pod_spec, "pod_terms", None)
+        if terms is None:
+            terms = required_terms(spec.pod_spec, spec.pod_labels, tree.namespace)
+        if terms:
+            found[role] = tuple(terms)
+    return found
 
 
 def together(tree: GroupTree, topology: TopologyTree | None) -> GroupTree:
@@ -79,15 +88,14 @@ def _finer(topology: TopologyTree, key: str, current: str | None) -> bool:
         return False
 
 
-def allowed_by_running_pods(state: ServiceState, tree: GroupTree) -> dict[str, tuple[np.ndarray, str]]:
-    """Per role with pod (anti-)affinity terms: the nodes those terms allow given the pods running now,
-    and the exclusion reason for the others."""
+def allowed_by_pods(cluster: Cluster, tree: GroupTree, pods: Iterable[Mapping]) -> dict[str, tuple[np.ndarray, str]]:
+    """Per role with pod (anti-)affinity terms: the nodes those terms allow given the running ones among
+    `pods` (bound to a node of the cluster, not finished), and the exclusion reason for the others."""
     result = {}
     terms_of = role_terms(tree)
     if not terms_of:
         return result
-    running = _running_pods(state)
-    cluster = state.cluster
+    running = _running(cluster, pods)
     for role, terms in terms_of.items():
         mask = np.ones(len(cluster.nodes), dtype=bool)
         for term in terms:
@@ -105,14 +113,14 @@ def allowed_by_running_pods(state: ServiceState, tree: GroupTree) -> dict[str, t
     return result
 
 
-def _running_pods(state: ServiceState) -> list[tuple[int, Mapping, str]]:
+def _running(cluster: Cluster, pods: Iterable[Mapping]) -> list[tuple[int, Mapping, str]]:
     """(node index, labels, namespace) of every pod bound to a known node and not finished."""
-    index = state.cluster.node_index
-    pods = []
-    for pod in state.objects.list("Pod"):
+    index = cluster.node_index
+    running = []
+    for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if node not in index or (pod.get("status") or {}).get("phase") in TERMINAL:
             continue
         metadata = pod.get("metadata") or {}
-        pods.append((index[node], metadata.get("labels") or {}, metadata.get("namespace") or "default"))
-    return pods
+        running.append((index[node], metadata.get("labels") or {}, metadata.get("namespace") or "default"))
+    return running
