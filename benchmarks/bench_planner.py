@@ -1,7 +1,7 @@
 """Planner speed: median time per plan for the issue's two reference gangs, and how it grows with
 nodes and with pods. Run: python benchmarks/bench_planner.py [--quick]; `--oracle N` instead checks N seeded
-random instances against the brute force (the long run of tests/test_planner_complete.py); `--siblings N`
-checks N instances of tests/test_planner_elastic_siblings.py's property (seed 2015) and lists the ones
+random instances against the brute force (the long run of tests/topology/test_planner_complete.py); `--siblings N`
+checks N instances of tests/topology/test_planner_elastic_siblings.py's property (seed 2015) and lists the ones
 keeping fewer pods in their subgroup's rack than the brute force."""
 from __future__ import annotations
 

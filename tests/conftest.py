@@ -30,8 +30,8 @@ SKIPPED_GROUPS = (
     # (node id prefix or file, group, how to enable it)
     ("tests/e2e/", "end-to-end",
      "set TAS_K8S_ASSETS to a folder with the Kubernetes v1.36 binaries (README, Quick start)"),
-    ("tests/test_ui_browser.py", "debug page", "install chromium at /usr/bin/chromium (apt-get install -y chromium)"),
-    ("tests/test_ui_fleet_browser.py", "debug page", "install chromium at /usr/bin/chromium (apt-get install -y chromium)"),
+    ("tests/app/http/test_ui_browser.py", "debug page", "install chromium at /usr/bin/chromium (apt-get install -y chromium)"),
+    ("tests/app/http/test_ui_fleet_browser.py", "debug page", "install chromium at /usr/bin/chromium (apt-get install -y chromium)"),
 )
 
 

@@ -16,7 +16,7 @@ from topology.planner import plan_gang
 from topology.tree import Level, TopologyTree
 
 LEVELS = ("zone", "rack", "host")
-# more for a long run: PLANNER_ORACLE_EXAMPLES=4000 pytest tests/test_planner_oracle.py --hypothesis-seed=1
+# more for a long run: PLANNER_ORACLE_EXAMPLES=4000 pytest tests/topology/test_planner_oracle.py --hypothesis-seed=1
 EXAMPLES = int(os.environ.get("PLANNER_ORACLE_EXAMPLES", "200"))
 
 

@@ -1,11 +1,12 @@
 """The quality benchmark's per-seed comparison (benchmarks/quality.py --seeds): what it compares and how."""
+import paths
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+sys.path.insert(0, str(paths.BENCHMARKS))
 
 from quality import SEED_COLUMNS, SeedFigures, _at_least, _difference, _versus, main, seeds_table  # noqa: E402
 

@@ -2,6 +2,7 @@
 never a traceback. And the small things a new user looks for: --version, descriptions, GET /."""
 from __future__ import annotations
 
+import paths
 import logging
 import os
 
@@ -135,7 +136,7 @@ def test_standalone_listens_on_loopback_by_default_a_cluster_service_on_every_in
 
 # --- input audit: malformed cluster files and workloads end in one line naming the field ---------------------
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "offline")
+FIXTURES = str(paths.FIXTURES / "offline")
 CLUSTER_NODE = ("apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {kubernetes.io/hostname: n1}}\n"
                 "status: {allocatable: {cpu: '8', nvidia.com/gpu: '8'}}\n")
 BAD_CLUSTERS = [

@@ -2,6 +2,7 @@
 them bound, pods of another scheduler landing on reserved nodes)."""
 from __future__ import annotations
 
+from paths import FIXTURES
 import copy
 from pathlib import Path
 
@@ -177,7 +178,7 @@ GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 def test_a_leaderworkerset_scaled_down_drops_the_plans_of_its_removed_groups_only():
     """Each LeaderWorkerSet group is its own gang; with fewer replicas the LWS controller deletes the last
     groups, whose plans go, while the plans of the groups it keeps stay."""
-    lws = yaml.safe_load((Path(__file__).parent / "fixtures" / "workloads" / "lws-segments.yaml").read_text())
+    lws = yaml.safe_load((FIXTURES / "workloads" / "lws-segments.yaml").read_text())
     lws["metadata"].update(generation=1, annotations={"kai.scheduler/topology": "default",
                                                       "kai.scheduler/topology-required-placement": "rack"})
     template = lws["spec"]["leaderWorkerTemplate"]

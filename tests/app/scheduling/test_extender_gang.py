@@ -522,7 +522,7 @@ def test_succeeded_pods_finish_their_slots_and_a_finished_gang_is_forgotten():
 
 
 def test_a_succeeded_slot_is_never_planned_or_reserved_again_when_its_gang_replans():
-    """Found by tests/test_service_stateful.py: a pod of the gang Succeeded, then another scheduler's pod
+    """Found by tests/app/scheduling/test_service_stateful.py: a pod of the gang Succeeded, then another scheduler's pod
     took a node the gang had reserved. The re-plan treated the done slot as one to place: it reserved
     room for an index that never comes back (the Job controller does not recreate a succeeded pod)."""
     from app.state import POD_KIND
@@ -573,7 +573,7 @@ def _one_scheduled(job: dict, index: int, phase: str):
 
 
 def test_a_bound_pod_collected_with_its_deleted_node_leaves_its_slot_planned_elsewhere_and_held_once(monkeypatch):
-    """Found by tests/test_service_stateful.py: a node was deleted (the model only marked stale), then the
+    """Found by tests/app/scheduling/test_service_stateful.py: a node was deleted (the model only marked stale), then the
     pod garbage collector deleted the gang pod bound there. Freeing its slot read the model, which rebuilt
     itself in the middle of that event and re-planned the slot; the event then carried on with the old
     node and left the slot unplaced yet reserved: room held that nothing would ever use."""
@@ -598,7 +598,7 @@ def test_a_bound_pod_collected_with_its_deleted_node_leaves_its_slot_planned_els
 
 
 def test_a_new_pod_for_a_finished_slot_is_placed_with_its_gang_not_on_the_old_node():
-    """Found by tests/test_service_stateful.py: a pod succeeded, its node was deleted (the gang moved to
+    """Found by tests/app/scheduling/test_service_stateful.py: a pod succeeded, its node was deleted (the gang moved to
     another rack) and came back, and a new pod for the same index was steered to the finished slot's old
     node, outside the rack the gang requires."""
     import copy

@@ -4,6 +4,7 @@ brings it into view, and brings a selected gang's domains into view. The timing 
 benchmarks/bench_ui.py, not here."""
 from __future__ import annotations
 
+import paths
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from service_helpers import indexed_job, job_pods
 from test_ui_browser import CHROMIUM, Service, browser, loaded  # noqa: F401 - browser is a fixture
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(paths.BENCHMARKS))
 from synth import synth_cluster_objects  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")

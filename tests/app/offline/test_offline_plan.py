@@ -1,6 +1,7 @@
 """`tas-extender plan` on a small cluster dump: outputs, refusals and exit codes."""
 from __future__ import annotations
 
+import paths
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import yaml
 
 from app.cli import main
 
-FIXTURES = Path(__file__).parent / "fixtures" / "offline"
+FIXTURES = paths.FIXTURES / "offline"
 CLUSTER = str(FIXTURES / "cluster.yaml")     # z1 > b1, b2 > 2 racks each > 2 nodes of 8 GPUs; n1 half used, n8 tainted
 
 

@@ -14,6 +14,7 @@ Trace (tests/fixtures/offline/trace.jsonl), all pods 8 GPUs unless said:
 """
 from __future__ import annotations
 
+import paths
 import io
 import json
 from pathlib import Path
@@ -30,7 +31,7 @@ from app.offline.simulate import Simulation
 from app.offline.trace import parse_trace, read_trace
 from app.offline.workloads import WorkloadError
 
-FIXTURES = Path(__file__).parent / "fixtures" / "offline"
+FIXTURES = paths.FIXTURES / "offline"
 CLUSTER = str(FIXTURES / "cluster.yaml")
 TRACE = str(FIXTURES / "trace.jsonl")
 EXPECTED = {   # workload: (placed, finished)
@@ -298,7 +299,7 @@ def test_refused_workloads_are_not_planned_again_on_an_unchanged_view(policy):
     results are exactly those of planning it after every completion, with fewer plans."""
     import random
     import sys
-    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    sys.path.insert(0, str(paths.BENCHMARKS))
     from quality import cluster_objects, trace_lines
 
     from topology.cluster import Cluster

@@ -1,6 +1,7 @@
 """Reading simulation traces: valid lines, and errors that name the line and the field."""
 from __future__ import annotations
 
+import paths
 import json
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 
 from app.offline.trace import TraceError, parse_trace, read_trace
 
-FIXTURES = Path(__file__).parent / "fixtures" / "offline"
+FIXTURES = paths.FIXTURES / "offline"
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "a", "namespace": "ns"},
        "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
 

@@ -6,6 +6,7 @@ Cluster (tests/fixtures/offline/cluster.yaml): racks b1-r1 (n1 with 4 GPUs used 
 (n3, n4), b2-r1 (n5, n6), b2-r2 (n7, n8 tainted), nodes of 8 GPUs."""
 from __future__ import annotations
 
+import paths
 import json
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from app.offline.policies import get_policy
 from app.offline.simulate import Simulation
 from app.offline.trace import parse_trace
 
-CLUSTER = str(Path(__file__).parent / "fixtures" / "offline" / "cluster.yaml")
+CLUSTER = str(paths.FIXTURES / "offline" / "cluster.yaml")
 
 
 def write(tmp_path: Path, name: str, *objects) -> str:

@@ -4,7 +4,7 @@ The real app runs under uvicorn on 127.0.0.1 (standalone demo cluster); gangs ar
 extender endpoints first, then the page must render the racks, the nodes' GPU cells, the gangs, the
 refusal, the selected gang's slots, an error banner while the API fails, and no console error.
 Set TAS_UI_SCREENSHOT=path to also write the screenshot with a gang selected there (docs/ui.png:
-`TAS_UI_SCREENSHOT=docs/ui.png python -m pytest tests/test_ui_browser.py`).
+`TAS_UI_SCREENSHOT=docs/ui.png python -m pytest tests/app/http/test_ui_browser.py`).
 """
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ The recorded pods are plain pods, so the answers pass every node with neutral sc
 are replayed after their filter, against a standalone cluster made of the recorded nodes."""
 from __future__ import annotations
 
+import paths
 import json
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from fastapi.testclient import TestClient
 from app.server import create_app
 from app.settings import Settings
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kube-scheduler-1.36"
+FIXTURES = paths.FIXTURES / "kube-scheduler-1.36"
 MODES = ("nodecache-true", "nodecache-false")
 
 

@@ -2,6 +2,7 @@
 element ids, debug API routes and fields). The page itself runs in Chromium in test_ui_browser.py."""
 from __future__ import annotations
 
+import paths
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from service_helpers import domain_of, filter_, indexed_job, job_pods, make_client, schedule
 
-UI = Path(__file__).resolve().parents[1] / "app" / "http" / "ui"
+UI = paths.ROOT / "app" / "http" / "ui"
 PAGE_JS = (UI / "page.js").read_text()
 CONTENT_TYPES = {".css": "text/css", ".js": "text/javascript"}
 
