@@ -62,9 +62,14 @@ def _flatten(documents: Iterable) -> Iterator[dict]:
             yield doc
 
 
-def api_group(obj: dict) -> str:
-    api_version = obj.get("apiVersion", "") or ""
+def group_of(api_version: str) -> str:
+    """The API group of an apiVersion (`batch/v1` -> `batch`, `v1` -> the core group, "")."""
     return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def api_group(obj: dict) -> str:
+    """The API group of an object (its apiVersion's)."""
+    return group_of(obj.get("apiVersion", "") or "")
 
 
 def is_topology(obj: dict) -> bool:

@@ -10,6 +10,7 @@ from grouper.native import (API_GROUP, constrain, controller_ref, group_native, 
                             parent_name, policy_of, scheduling_group, templates, workload_name)
 from grouper.workloads import opts_in
 from topology.cluster import pod_key
+from topology.objects import group_of
 
 from ..state import ServiceState
 
@@ -88,7 +89,7 @@ def _controller(state: ServiceState, pod: Mapping, workload: Mapping | None) -> 
     owner = owner_of(pod)
     if owner is None or owner.kind == "PodGroup":
         return None
-    group = owner.api_version.split("/", 1)[0] if "/" in owner.api_version else ""
+    group = group_of(owner.api_version)
     return state.objects.get(owner.kind, owner.namespace, owner.name, group=group)
 
 
@@ -139,6 +140,6 @@ def _controller_of_podgroup(state: ServiceState, podgroup: Mapping) -> Mapping |
         if owner is None:
             return None
         api = str(owner.get("apiVersion") or "")
-        ref = (api.split("/", 1)[0] if "/" in api else "", owner.get("kind"), owner.get("name"))
+        ref = (group_of(api), owner.get("kind"), owner.get("name"))
     namespace = (podgroup.get("metadata") or {}).get("namespace") or "default"
     return state.objects.get(ref[1], namespace, ref[2], group=ref[0])

@@ -11,6 +11,7 @@ from grouper.kinds import workload_shape
 from grouper.node_limit import role_limits
 from grouper.names import KAI_PODGROUP_ANNOTATION, KAI_SUBGROUP_LABEL, OPT_IN_PREFIXES, SP_PODGROUP_LABEL
 from topology.cluster import pod_key
+from topology.objects import group_of
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan, PlanInput
 from topology.planner import plan_gang
@@ -26,9 +27,6 @@ __all__ = ["GroupingError", "exclusive_occupancy", "identify", "occupied_count",
 _CACHE_LIMIT = 4096
 
 
-def _group_of(api_version: str) -> str:
-    return api_version.split("/", 1)[0] if "/" in api_version else ""
-
 
 def _opted_in(pod: Mapping) -> bool:
     metadata = pod.get("metadata") or {}
@@ -39,7 +37,7 @@ def _opted_in(pod: Mapping) -> bool:
 def owner_key(pod: Mapping) -> tuple[str, str, str, str] | None:
     """(api group, kind, namespace, name) of the workload or PodGroup the pod belongs to."""
     owner = owner_of(pod)
-    return None if owner is None else (_group_of(owner.api_version), owner.kind, owner.namespace, owner.name)
+    return None if owner is None else (group_of(owner.api_version), owner.kind, owner.namespace, owner.name)
 
 
 def workload_of(state: ServiceState, pod: Mapping) -> Mapping | None:
@@ -47,7 +45,7 @@ def workload_of(state: ServiceState, pod: Mapping) -> Mapping | None:
     owner = owner_of(pod)
     if owner is None:
         return None
-    return state.objects.get(owner.kind, owner.namespace, owner.name, group=_group_of(owner.api_version))
+    return state.objects.get(owner.kind, owner.namespace, owner.name, group=group_of(owner.api_version))
 
 
 def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
@@ -60,9 +58,9 @@ def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
     owner = owner_of(pod)
     if owner is None:
         return None
-    workload = state.objects.get(owner.kind, owner.namespace, owner.name, group=_group_of(owner.api_version))
+    workload = state.objects.get(owner.kind, owner.namespace, owner.name, group=group_of(owner.api_version))
     if workload is None:
-        watched = state.watches(_group_of(owner.api_version), owner.kind)
+        watched = state.watches(group_of(owner.api_version), owner.kind)
         if watched and (owner.kind == "PodGroup" or _opted_in(pod)):
             raise GroupingError(f"{owner.kind} {owner.namespace}/{owner.name} of pod "
                                 f"{pod_key(pod)} is not known to the extender yet (waiting for the watch)")

@@ -27,6 +27,7 @@ from grouper.names import KUEUE_SLICE_SIZE, OPT_IN_ANNOTATIONS, POD_INDEX_LABEL,
 from grouper.node_limit import unmodelled_spreads
 from grouper.podgroups import is_podgroup, validate_podgroup
 from grouper.staleness import grace_period
+from topology.objects import group_of
 from topology.tree import TopologyTree
 
 from .caches import OwnerWaits, TreeCache
@@ -91,7 +92,7 @@ def _admit_pod(pod: Mapping, context: Context, dry_run: bool) -> Decision:
     owner = owner_of(pod)
     if owner is None:
         return Decision(warnings=_not_grouped_note(pod, "it has no owner"))
-    owner_obj = context.objects.get(owner.kind, owner.namespace, owner.name, group=_api_group(owner.api_version))
+    owner_obj = context.objects.get(owner.kind, owner.namespace, owner.name, group=group_of(owner.api_version))
     if owner_obj is None or not context.synced:
         return _owner_missing(pod, owner, context, dry_run)
     if not dry_run:
@@ -167,12 +168,10 @@ def _with_namespace(pod: Mapping, namespace: str) -> dict:
     return {**pod, "metadata": metadata}
 
 
-def _api_group(api_version: str) -> str:
-    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
 
 
 def _owner_key(owner: OwnerRef) -> str:
-    return f"{owner.kind}.{_api_group(owner.api_version)}/{owner.namespace}/{owner.name}"
+    return f"{owner.kind}.{group_of(owner.api_version)}/{owner.namespace}/{owner.name}"
 
 
 def _annotations(pod: Mapping) -> Mapping[str, str]:
@@ -180,7 +179,7 @@ def _annotations(pod: Mapping) -> Mapping[str, str]:
 
 
 def _owner_missing(pod: Mapping, owner: OwnerRef, context: Context, dry_run: bool) -> Decision:
-    if not context.watches(_api_group(owner.api_version), owner.kind):
+    if not context.watches(group_of(owner.api_version), owner.kind):
         return _unwatched_owner(pod, owner)
     described = f"{owner.kind} {owner.namespace}/{owner.name}"
     if owner.kind == "PodGroup":
