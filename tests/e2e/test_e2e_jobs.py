@@ -28,9 +28,14 @@ def test_indexed_job_from_the_job_controller_is_one_gang_in_racks(cluster, ns):
         assert env["KAI_NUM_SEGMENTS"] == "2"
         # ExtendedResourceToleration added the GPU toleration; the plan must have used the admitted pod.
         assert any(t.key == "nvidia.com/gpu" for t in pod.spec.tolerations)
-    # the controller's batches come moments apart: the first pods wait for the rest in their filter calls
-    refusals = [e.message for e in cluster.core.list_namespaced_event(ns.name).items if e.reason == "FailedScheduling"]
-    assert refusals == []
+    # the controller's batches come moments apart. Gates on: the Job controller's own PodGroup holds them at
+    # kube-scheduler's gate, so no refusal; gates off: the first pods are refused (held 5 ms at most) and
+    # bind when retried. Never a filter call held over 50 ms.
+    if cluster.plane.gates:
+        refusals = [e.message for e in cluster.core.list_namespaced_event(ns.name).items
+                    if e.reason == "FailedScheduling"]
+        assert refusals == []
+    assert held_over(cluster.metrics(), 0.05) == 0
 
 
 def test_podgroup_pods_created_one_by_one_wait_for_min_member(cluster, ns):
@@ -45,9 +50,11 @@ def test_podgroup_pods_created_one_by_one_wait_for_min_member(cluster, ns):
         ns.apply({**pod, "metadata": {"name": f"p{i}", "annotations": {"pod-group-name": "pg-x"}}})
         time.sleep(1.5)
     assert not [p for p in cluster.pods(ns.name) if p.spec.node_name], "a pod bound before minMember existed"
-    # refused as unresolvable: kube-scheduler runs no preemption dry run for pods no eviction can help
-    messages = [e.message for e in cluster.core.list_namespaced_event(ns.name).items if e.reason == "FailedScheduling"]
-    assert any("waiting for" in m and "Preemption is not helpful for scheduling" in m for m in messages), messages
+    if not cluster.plane.gates:         # gates on: kube-scheduler's own gate holds them (a native PodGroup)
+        # refused as unresolvable: kube-scheduler runs no preemption dry run for pods no eviction can help
+        messages = [e.message for e in cluster.core.list_namespaced_event(ns.name).items
+                    if e.reason == "FailedScheduling"]
+        assert any("waiting for" in m and "Preemption is not helpful for scheduling" in m for m in messages), messages
     ns.apply({**pod, "metadata": {"name": "p3", "annotations": {"pod-group-name": "pg-x"}}})
     bound = cluster.wait_bound(ns.name, 4)
     assert len(distinct(cluster, bound, RACK)) == 1
