@@ -24,6 +24,7 @@ from .http.debug import router as debug_router
 from .http.extender import build_router
 from .http.ui import router as ui_router
 from .http.webhook import router as webhook_router
+from .kube.native_gate import NativeGate
 from .kube.parts import KubeParts
 from .logs import fields, get_logger
 from .memory import MemoryWriter, load_into
@@ -93,6 +94,7 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
                   description="Topology-aware gang and segment scheduler extender")
     app.state.service = state
     app.state.engine = engine
+    app.state.native_gate = NativeGate(state)
     app.include_router(build_router(settings.url_prefix))
     app.include_router(debug_router)
     app.include_router(webhook_router)

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from grouper import minimum
 from grouper.names import reservation_gang
 from topology.cluster import pod_key
 from topology.groups import GroupTree, Slot
@@ -29,7 +30,7 @@ from topology.resources import BASE_RESOURCES, pod_requests
 from ..logs import fields, get_logger
 from ..state.plans import BOUND, DONE, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
 from ..state import ServiceState
-from . import admitted, minimum, planning, yielding
+from . import admitted, planning, yielding
 from .admitted import admitted_tree
 from .binding import Binder
 from .member_wait import MemberWait

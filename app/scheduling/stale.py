@@ -23,7 +23,7 @@ from grouper.staleness import grace_period as configured_grace_period
 from ..logs import fields, get_logger
 from ..state import ServiceState
 from ..state.plans import DONE, GangPlan
-from .minimum import creates_one_after_another
+from grouper.minimum import creates_one_after_another
 from .preemptor import HOLDING
 
 log = get_logger(__name__)

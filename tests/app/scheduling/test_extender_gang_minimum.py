@@ -110,7 +110,7 @@ def test_job_gang_waits_until_the_job_controller_created_all_its_pods(fake_kube)
 
 
 def test_only_controllers_that_create_every_pod_at_once_make_the_gang_wait():
-    from app.scheduling.minimum import creates_all_at_once
+    from grouper.minimum import creates_all_at_once
 
     assert creates_all_at_once({"kind": "Job", "spec": {}})
     assert creates_all_at_once({"kind": "JobSet", "spec": {"replicatedJobs": [{"name": "w"}]}})
@@ -122,7 +122,7 @@ def test_only_controllers_that_create_every_pod_at_once_make_the_gang_wait():
 
 
 def test_the_last_pods_of_a_job_with_more_completions_than_parallelism_do_not_wait_for_a_full_batch():
-    from app.scheduling.minimum import waiting_message, workload_members
+    from grouper.minimum import waiting_message, workload_members
     from grouper import group_workload
     from service_helpers import indexed_job
 

@@ -140,7 +140,7 @@ def test_a_gang_one_of_whose_pods_succeeded_is_not_stale():
 
 
 def test_controllers_that_create_pods_one_after_another():
-    from app.scheduling.minimum import creates_one_after_another
+    from grouper.minimum import creates_one_after_another
     assert creates_one_after_another({"kind": "StatefulSet", "spec": {}})                     # OrderedReady
     assert not creates_one_after_another({"kind": "StatefulSet", "spec": {"podManagementPolicy": "Parallel"}})
     assert creates_one_after_another({"kind": "LeaderWorkerSet", "spec": {"startupPolicy": "LeaderReady"}})
