@@ -54,8 +54,8 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
     settings = settings or Settings()
     if serving:
         sys.setswitchinterval(SWITCH_INTERVAL)
-    state = ServiceState(settings, clock=clock)
-    engine = GangScheduler(state)
+    engine = GangScheduler(settings, clock=clock)         # it builds and owns the state
+    state = engine.state
     background: list = []
 
     if kube is None and settings.mode == "standalone":

@@ -80,7 +80,10 @@ def engine(client: TestClient):
 
 
 def node_names(client: TestClient) -> list[str]:
-    return list(service(client).cluster.node_names)
+    """The nodes kube-scheduler would offer now: the model refreshed first (node events only mark it stale)."""
+    state = service(client)
+    state.refresh()
+    return list(state.cluster.node_names)
 
 
 def filter_(client: TestClient, pod: dict, names: list[str] | None = None) -> dict:
@@ -117,7 +120,9 @@ def schedule(client: TestClient, pod: dict, names: list[str] | None = None) -> s
 
 
 def domain_of(client: TestClient, node: str, level: str) -> str:
-    cluster = service(client).cluster
+    state = service(client)
+    state.refresh()                           # node events only mark the model stale
+    cluster = state.cluster
     tree = cluster.topologies["default"]
     index = tree.level_index(level)
     return tree.domain_ids[index][int(tree.node_domain[index][cluster.node_index[node]])]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 
 import numpy as np
@@ -29,6 +29,7 @@ from topology.resources import BASE_RESOURCES, pod_requests
 
 from ..logs import fields, get_logger
 from ..state.plans import BOUND, DONE, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
+from ..settings import Settings
 from ..state import ServiceState
 from . import admitted, planning, yielding
 from .admitted import admitted_tree
@@ -50,8 +51,11 @@ SCHEDULER_LAG_GRACE = 20.0
 
 
 class GangScheduler:
-    def __init__(self, state: ServiceState):
-        self.state = state
+    """The engine, and the owner of the service's state: it builds the ServiceState (the sources feed
+    `engine.state`) and is told by it, from construction on, which nodes turned bad (it re-plans there)."""
+
+    def __init__(self, settings: Settings | None = None, *, clock: Callable[[], float] = time.time):
+        self.state = state = ServiceState(settings, clock=clock, on_nodes_changed=self._nodes_changed)
         self.scorer = Scorer(state)
         self.binder = Binder(state)
         self.preemptor = Preemptor(state)   # tests may set it to None: a refused gang then simply waits
@@ -62,7 +66,9 @@ class GangScheduler:
             state.settings.member_wait, lambda: state.pods_added,
             lambda whole: state.metrics.member_waits.labels("whole" if whole else "short").inc(),
             on_seconds=state.metrics.member_wait_seconds.observe)
-        state.on_nodes_changed(self.revalidate)
+
+    def _nodes_changed(self, nodes: set[str]) -> None:
+        self.revalidate(self.state, nodes)
 
     # ------------------------------------------------------------------------------------------------
     # filter
@@ -90,7 +96,7 @@ class GangScheduler:
         with state.lock:
             state.observe_pod(pod)
             state.expire_due()
-            state.cluster                # a stale model is rebuilt before the pod is planned
+            state.refresh()              # a stale model is rebuilt before the pod is planned
             try:
                 ident = planning.identify(state, pod)
             except planning.GroupingError as err:
@@ -395,6 +401,7 @@ class GangScheduler:
         pods, so the rest of it lands in the same domains and nothing is booked twice."""
         state = self.state
         with state.lock:
+            state.refresh()
             for gang, held in sorted(state.bound.items()):
                 if not held or state.plans.get(gang) is not None:
                     continue
@@ -418,6 +425,7 @@ class GangScheduler:
         """A score 0..10 per candidate, or one int when every candidate gets the same (plain pods)."""
         state = self.state
         with state.lock:
+            state.refresh()
             try:
                 ident = planning.identify(state, pod)
             except planning.GroupingError:
@@ -430,6 +438,7 @@ class GangScheduler:
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
         """Annotate and bind one pod; '' on success (also for a retry of a bind already done)."""
+        self.state.refresh()
         error, gang = self.binder.bind(namespace, name, uid, node)
         if not error:
             self.wakeups.bound(gang or f"{namespace}/{name}")
@@ -464,6 +473,7 @@ class GangScheduler:
 
         On a full cluster kube-scheduler's own filters pass no node, so it never calls our filter and the
         preempt verb is the first we hear of the pod: plan the gang (and choose victims) here first."""
+        self.state.refresh()
         if self._unplanned_gang_pod(pod):
             self.filter(pod, list(self.state.cluster.node_names))
         return keep_helpful_victims(self.state, pod, victims, self.preemptor)

@@ -46,7 +46,7 @@ EXPIRY_SCAN_INTERVAL = 1.0                     # seconds between the filter path
 TOPOLOGY_KINDS = {("kai.scheduler", "Topology"), ("kueue.x-k8s.io", "Topology"),
                   ("topology.volcano.sh", "HyperNode")}
 _SEEN_PODS_LIMIT = 20_000
-# A stale model is rebuilt when next read, or by a timer this long after it went stale, so that gangs on
+# A stale model is rebuilt by refresh() (before each verb), or by a timer this long after it went stale, so that gangs on
 # deleted nodes are re-planned (and their pods woken) even when no request reads the model meanwhile.
 STALE_REBUILD_DELAY = 0.2
 
@@ -72,7 +72,10 @@ POD_KIND = kind_named("Pod")
 
 class ServiceState:
     def __init__(self, settings: Settings | None = None, writer: ClusterWriter | None = None,
-                 clock: Callable[[], float] = time.time, elector=None):
+                 clock: Callable[[], float] = time.time, elector=None,
+                 on_nodes_changed: Callable[[set[str]], None] | None = None):
+        """`on_nodes_changed`: called (under the lock) with the names of nodes that were deleted or turned
+        unusable, or lost a slot's reservation; the engine that owns this state passes it (it re-plans)."""
         self.settings = settings or Settings()
         self.writer = writer
         self.elector = elector                   # anything with is_leader(), when leader election is on
@@ -100,7 +103,7 @@ class ServiceState:
         self._dirty = True
         self._settle: threading.Timer | None = None          # the pending rebuild of a stale model
         self._next_expiry_scan = float("-inf")   # expire_due() scans again from then on
-        self._on_nodes_changed: list[Callable[[ServiceState, set[str]], None]] = []
+        self._on_nodes_changed = on_nodes_changed
 
     def watches(self, api_group: str, kind: str) -> bool:
         """Whether a live source feeds objects of this kind (WATCHED_KINDS and the extra kinds)."""
@@ -116,10 +119,6 @@ class ServiceState:
         if self.settings.leader_elect and not self.is_leader():
             return False, "not the leader (standby)"
         return True, "ok"
-
-    def on_nodes_changed(self, callback: Callable[["ServiceState", set[str]], None]) -> None:
-        """Called (under the lock) with the names of nodes that were deleted or turned unusable."""
-        self._on_nodes_changed.append(callback)
 
     # --- ObjectSink ---------------------------------------------------------------------------------
     def replace(self, kind: WatchedKind, objects: Sequence[Mapping]) -> None:
@@ -222,19 +221,23 @@ class ServiceState:
 
     @property
     def stale(self) -> bool:
-        """The model waits for a rebuild (the next read of `cluster` makes it)."""
+        """The model waits for a rebuild (refresh() makes it; a timer calls it STALE_REBUILD_DELAY later)."""
         return self._dirty and self.synced_once
 
     @property
     def cluster(self) -> Cluster:
-        """The cluster model. Node additions, deletions and label changes only mark it stale: it is
-        rebuilt here, when next read, so a node pool scaling up by hundreds costs one rebuild, not one
-        per node (each of which reads every node and pod)."""
+        """The cluster model as last built. A read never changes anything: node additions, deletions and
+        label changes only mark the model stale, and refresh() rebuilds it (the engine calls it before each
+        verb; a timer STALE_REBUILD_DELAY after the model went stale), so a node pool scaling up by hundreds
+        costs one rebuild, not one per node (each of which reads every node and pod)."""
+        return self._cluster
+
+    def refresh(self) -> None:
+        """Rebuild a stale model now (re-reserving every held slot; nodes lost go to on_nodes_changed)."""
         if self.stale:
             with self.lock:
                 if self._dirty:
                     self._rebuild()
-        return self._cluster
 
     @cluster.setter
     def cluster(self, cluster: Cluster) -> None:
@@ -284,9 +287,8 @@ class ServiceState:
                 self._rebuild()
 
     def _notify_nodes(self, names: set[str]) -> None:
-        if names:
-            for callback in self._on_nodes_changed:
-                callback(self, names)
+        if names and self._on_nodes_changed is not None:
+            self._on_nodes_changed(names)
 
     def _on_node(self, event: EventType, obj: Mapping) -> None:
         name = (obj.get("metadata") or {}).get("name", "")

@@ -315,6 +315,7 @@ def test_deleted_node_is_replanned_and_bound_pods_there_are_reported():
     other = next(s for s in plan.slots.values() if s.status == "planned")
     gone = other.node
     state.apply(NODE_KIND, "DELETED", _node_object(client, gone))
+    state.refresh()
     assert gone not in state.cluster.node_index
     assert all(s.node != gone for s in plan.slots.values())
     assert all(s.status in ("planned", "bound") for s in plan.slots.values())
@@ -579,7 +580,7 @@ def test_a_bound_pod_collected_with_its_deleted_node_leaves_its_slot_planned_els
     node and left the slot unplaced yet reserved: room held that nothing would ever use."""
     import app.state.service as service_module
     from app.state import NODE_KIND, POD_KIND
-    monkeypatch.setattr(service_module, "STALE_REBUILD_DELAY", 3600.0)     # rebuilt when read, not by a timer
+    monkeypatch.setattr(service_module, "STALE_REBUILD_DELAY", 3600.0)     # rebuilt by refresh(), not by a timer
     client, state, node, bound = _one_scheduled(indexed_job("zonal", pods=6, gpus=8, required="zone", segment=None),
                                                 2, "Running")
     node_object = next(o for o in state.objects.list("Node") if o["metadata"]["name"] == node)
@@ -588,7 +589,8 @@ def test_a_bound_pod_collected_with_its_deleted_node_leaves_its_slot_planned_els
     state.apply(POD_KIND, "DELETED", bound)
 
     plan = state.plans.get("team-a/pg-zonal-uid-zonal")
-    assert node not in state.cluster.node_index                            # read: rebuilt now
+    state.refresh()                                                        # rebuilt now
+    assert node not in state.cluster.node_index
     slot = plan.slots[next(s for s in plan.slots if s.index == 2)]
     assert slot.status == "planned" and slot.reserved and slot.node != node
     held = {key for key in state.cluster.reservations if key.startswith(f"gang:{plan.key}#")}
@@ -612,7 +614,7 @@ def test_a_new_pod_for_a_finished_slot_is_placed_with_its_gang_not_on_the_old_no
     node_object = nodes[old_node]
     state.apply(NODE_KIND, "DELETED", node_object)
     state.apply(POD_KIND, "DELETED", done)                  # the pod garbage collector
-    state.cluster                                          # rebuilt: the gang's other slots move racks
+    state.refresh()                                        # rebuilt: the gang's other slots move racks
     state.apply(NODE_KIND, "ADDED", node_object)
     plan = state.plans.get("team-a/pg-small-uid-small")
     racks = {domain_of(client, s.node, "rack") for s in plan.slots.values() if s.status == "planned"}
