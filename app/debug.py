@@ -13,6 +13,10 @@ from topology.objects import ObjectsError, parse_objects
 
 from topology.nodes import NodeInfo
 
+from topology.fragmentation import ShapeError
+
+from . import fragmentation
+from .preemption import running_gangs
 from .state.objects import metadata_problem, pod_shape_problem
 from .ui import tree_data
 
@@ -109,11 +113,25 @@ async def add_objects(request: Request) -> dict:
     return {"applied": applied}
 
 
-@router.get("/debug/topology", summary="The topologies: levels, domain counts, member nodes")
-def topologies(request: Request) -> dict:
+@router.get("/debug/topology", summary="The topologies: levels, domain counts, member nodes, fragmentation")
+def topologies(request: Request,
+               shape: list[str] | None = Query(None, description="pod shapes for the largest gang that fits, "
+                                                                 "e.g. nvidia.com/gpu=8 (default: one unit and a "
+                                                                 "whole node)"),
+               below_priority: int | None = Query(None, description="also the largest gang if every evictable pod "
+                                                                    "of a lower priority were gone"),
+               domains: bool = Query(False, description="whole free nodes and children per domain")) -> dict:
+    """Each topology's `fragmentation`: whole free nodes and domains per level, and the largest gang of
+    each shape that fits now when it requires each level (see docs/ui.md)."""
     service = service_of(request)
     with service.lock:
         cluster = service.cluster
+        try:
+            shapes = fragmentation.shapes_for(cluster, shape)
+        except ShapeError as err:
+            raise HTTPException(400, f"shape: {err}") from None
+        running = running_gangs(service) if below_priority is not None else None
+        measures = fragmentation.measure_cluster(cluster, shapes, running, below_priority)
         return {
             "topologies": [{
                 "name": tree.name, "source": tree.source,
@@ -121,6 +139,7 @@ def topologies(request: Request) -> dict:
                             "domains": tree.domain_count(i)} for i, level in enumerate(tree.levels)],
                 "nodes": int(tree.member.sum()),
                 "excluded": dict(tree.excluded),
+                "fragmentation": measures[tree.name].to_json(tree, per_domain=domains),
             } for tree in sorted(cluster.topologies.values(), key=lambda t: t.name)],
             "errors": dict(cluster.topology_errors),
             "nodes": len(cluster.nodes),
