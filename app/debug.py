@@ -17,6 +17,8 @@ from topology.fragmentation import ShapeError
 
 from . import fragmentation
 from .preemption import running_gangs
+from .whatif import UnknownGang
+from .whatif import whatif as advice_for
 from .state.objects import metadata_problem, pod_shape_problem
 from .ui import tree_data
 
@@ -78,6 +80,18 @@ def plan(namespace: str, name: str, request: Request) -> dict:
         for entry in body["slots"]:          # the leaf group (segment) of each slot: /ui colours by it
             entry["group"] = leaf_of.get(entry["slot"])
         return body
+
+
+@router.get("/debug/whatif/{namespace}/{name}", summary="What would make a refused gang fit (changes nothing)")
+def whatif(namespace: str, name: str, request: Request) -> dict:
+    """For a refused gang: the cheapest evictions that let it fit (lowest priority first, fewest gangs
+    broken, fewest pods; never DaemonSet or static pods, nor pods a PodDisruptionBudget protects), in
+    which domain, and the placement that would follow; or why nothing short of more nodes helps. The
+    same search as preemption, so advice and action agree."""
+    try:
+        return advice_for(service_of(request), f"{namespace}/{name}")
+    except UnknownGang as err:
+        raise HTTPException(404, err.args[0]) from None
 
 
 @router.post("/debug/objects", summary="Standalone mode: add or replace objects (workloads, pods, nodes)")

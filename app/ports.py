@@ -47,6 +47,7 @@ WATCHED_KINDS: tuple[WatchedKind, ...] = (
     WatchedKind("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", True),
     WatchedKind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True),
     WatchedKind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
+    WatchedKind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True),
 )
 
 
