@@ -17,7 +17,9 @@ from topology.fragmentation import ShapeError
 
 from . import fragmentation
 from .preemption import running_gangs
+from .state.plans import GANG_REFUSED
 from .whatif import UnknownGang
+from .whatif import closest as closest_domains_of
 from .whatif import whatif as advice_for
 from .state.objects import metadata_problem, pod_shape_problem
 from .ui import tree_data
@@ -79,6 +81,8 @@ def plan(namespace: str, name: str, request: Request) -> dict:
         leaf_of = {str(slot): group.name for group in found.tree.groups() for slot in group.slots}
         for entry in body["slots"]:          # the leaf group (segment) of each slot: /ui colours by it
             entry["group"] = leaf_of.get(entry["slot"])
+        if found.status == GANG_REFUSED:      # the domains that came closest and what each lacks
+            body["closest"] = closest_domains_of(service, found)
         return body
 
 

@@ -64,6 +64,7 @@ def test_a_gang_no_eviction_can_help_needs_more_nodes():
     filter_(client, job_pods(huge)[0])
     advice = whatif(client, gang_key(client))
     assert advice["verdict"] == "needs-nodes" and "only more nodes" in advice["text"]
+    assert "any priority" in advice["text"] and "4611686018427387904" not in advice["text"]
     assert advice["victims"] == []
 
 

@@ -229,3 +229,17 @@ def reclaimable_below(node_count: int, resource_count: int, pods: Sequence[tuple
         if pod_priority < priority:
             back[node] += request
     return back
+
+
+def closest_domains(tree: TopologyTree, level: int, free: np.ndarray,
+                    roles: Sequence[tuple[np.ndarray, np.ndarray, int]], top: int = 3) -> list[tuple[int, int, int]]:
+    """For a gang that must stay in one domain of `level`: the `top` domains holding the most of its
+    pods by capacity, as (domain, pods that fit, pods needed). `roles`: (request, usable nodes, pods
+    needed) per role; a role's pods beyond its need do not count for another role."""
+    needed = sum(count for _, _, count in roles)
+    placeable = np.zeros(tree.domain_count(level), dtype=np.int64)
+    for request, usable, count in roles:
+        fit = sum_by_level(tree, pods_per_node(free, request, np.asarray(usable, dtype=bool) & tree.member))[level]
+        placeable += np.minimum(fit, count)
+    order = np.lexsort((np.arange(placeable.size), -placeable))[:top]
+    return [(int(d), int(placeable[d]), needed) for d in order]

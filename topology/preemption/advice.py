@@ -76,7 +76,7 @@ def advise(inp: PlanInput, running: Iterable[RunningGang], *, protected: Iterabl
         blockers = [v for v in anyone.victims if v.priority >= tree.priority]
         return Advice(NEEDS_PRIORITY, cannot_preempt_clause(tree, anyone), tree.priority, anyone,
                       freed_units(anyone.victims, running, inp.resources), blockers)
-    why = (anyone or own).explanation
+    why = (anyone or own).explanation.replace(f"a priority lower than {ANY_PRIORITY}", "any priority")
     return Advice(NEEDS_NODES, f"no eviction of running pods makes the gang fit ({why}); only more nodes "
                                f"(or a smaller gang) would", tree.priority, anyone or own)
 
