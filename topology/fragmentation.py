@@ -243,3 +243,51 @@ def closest_domains(tree: TopologyTree, level: int, free: np.ndarray,
         placeable += np.minimum(fit, count)
     order = np.lexsort((np.arange(placeable.size), -placeable))[:top]
     return [(int(d), int(placeable[d]), needed) for d in order]
+
+
+# --- keeping whole domains free: scores for pods that are not gangs ---------------------------------------
+
+PLAIN_MODES = ("binpack", "spread", "neutral")
+NODE_WEIGHT = 0.55               # the node's own fill; the rest goes to its domains, finest level first
+
+
+def packing_scores(tree: TopologyTree | None, allocatable: np.ndarray, free: np.ndarray, request: np.ndarray,
+                   nodes: np.ndarray, column: int, mode: str = "binpack") -> np.ndarray:
+    """0..10 for each node index in `nodes` (-1: not a node of the cluster, 0) for a pod of `request`
+    that belongs to no gang. binpack (KAI's GPU packing, Kueue's BestFit): the fuller the node would be
+    with the pod, in the unit resource (`column`), the better, then the fuller its rack, block, zone, so
+    partly used nodes and domains fill first and whole nodes, racks and blocks stay free; spread: the
+    reverse; neutral: 5 everywhere. The best candidate scores 10, the next 9, and so on (the order is
+    what matters); a node the pod does not fit on scores 0."""
+    nodes = np.asarray(nodes, dtype=np.int64)
+    if mode == "neutral":
+        return np.full(len(nodes), 5, dtype=np.int64)
+    if mode not in PLAIN_MODES:
+        raise ValueError(f"plain pod scoring {mode!r} is not valid; valid: {', '.join(PLAIN_MODES)}")
+    known = nodes >= 0
+    at = np.where(known, nodes, 0)
+    fits = known & (free[at] >= request).all(axis=1)
+    total = allocatable[:, column]
+    used = np.maximum(total - free[:, column], 0)
+    share = np.clip((used[at] + request[column]) / np.maximum(total[at], 1), 0, 1)
+    score = NODE_WEIGHT * share
+    if tree is not None:
+        used_sums, total_sums = sum_by_level(tree, used), sum_by_level(tree, total)
+        weights = [2.0 ** -(tree.depth - level) for level in range(tree.depth)]    # finest level weighs most
+        scale = (1 - NODE_WEIGHT) / sum(weights)
+        member = tree.member[at]
+        for level in range(tree.depth):
+            domain = np.where(member, tree.node_domain[level][at], 0)
+            level_share = used_sums[level][domain] / np.maximum(total_sums[level][domain], 1)
+            score = score + np.where(member, weights[level] * scale * level_share, 0)
+    else:
+        score = score / NODE_WEIGHT
+    return np.where(fits, _ranks(np.rint(score * 1e6) if mode == "binpack" else -np.rint(score * 1e6), fits), 0)
+
+
+def _ranks(values: np.ndarray, fits: np.ndarray) -> np.ndarray:
+    """10 for the best value among the nodes that fit, 9 for the next distinct one, ... 1 for the rest:
+    an extender score has 11 steps, and its order is what kube-scheduler weighs (x20 in our profile)."""
+    distinct = np.unique(values[fits])[::-1]
+    rank = np.searchsorted(-distinct, -values)
+    return np.clip(10 - rank, 1, 10).astype(np.int64)
