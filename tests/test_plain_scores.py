@@ -61,3 +61,32 @@ def test_after_a_bind_the_next_pod_fills_the_same_node():
     assert bind(client, first, best) == ""
     found = prioritize(client, second, names)
     assert found[best] == max(found.values()) and list(found.values()).count(found[best]) == 1
+
+
+def test_the_simulator_places_bare_pods_as_kube_scheduler_would_with_our_scores():
+    """A trace's bare GPU pod: binpack puts it beside used GPUs, neutral (kube-scheduler's LeastAllocated
+    on cpu and memory) on the node with the most room; whole free racks are recorded over time."""
+    import orjson
+
+    from app.offline.policies import get_policy
+    from app.offline.simulate import Simulation
+    from app.offline.trace import parse_trace
+    from topology.cluster import Cluster
+    from topology.demo import demo_objects
+    from topology.objects import ClusterObjects
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "notebook", "namespace": "lab"},
+           "spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}]}}
+    lines = [orjson.dumps({"at": 0, "duration": 60, "workload": pod}).decode()]
+    placed = {}
+    for mode in ("binpack", "neutral"):
+        cluster = Cluster.from_objects(ClusterObjects.from_objects(demo_objects()))
+        result = Simulation(cluster, get_policy("tas"), parse_trace(lines), plain_pods=mode).run()
+        (node,) = result.jobs[0].plans[0].slots.values()
+        placed[mode] = (cluster, node, result)
+    cluster, node, result = placed["binpack"]
+    gpu = cluster.resources.column["nvidia.com/gpu"]
+    assert cluster.capacity.used[node, gpu] > 0                         # beside the GPUs already in use
+    cluster, node, _ = placed["neutral"]
+    assert cluster.capacity.used[node, gpu] == 0                        # spread onto an empty node
+    assert result.whole_racks and result.whole_racks[0][1] == 2         # the demo's two whole racks
