@@ -23,6 +23,7 @@ from .whatif import closest as closest_domains_of
 from .whatif import whatif as advice_for
 from .state.objects import metadata_problem, pod_shape_problem
 from .ui import tree_data
+from .extender import native_groups
 
 
 def node_problem(obj: dict) -> str | None:
@@ -63,6 +64,7 @@ def plans(request: Request) -> dict:
     service = service_of(request)
     with service.lock:
         return {"plans": service.plans.to_json(), "counts": service.plans.status_counts(), "now": service.clock(),
+                "native": native_groups.problems(service),
                 "reservations": service.plans.reservation_count(),
                 "settings": {"strategy": service.settings.strategy,
                              "reservation_ttl": service.settings.reservation_ttl,
