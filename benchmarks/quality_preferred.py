@@ -6,7 +6,9 @@ performance workload (test/performance/scheduler/configs/tas), scaled down to 3 
 Classes, as in Kueue's generator: small (4 pods x 2 CPU), medium (8 pods x 3 CPU) and large (16 pods x
 2 CPU) jobs, each with the rack required, preferred, or sliced (slices of 4 pods, each slice in one rack),
 arriving so the offered load is about 1.3x the cluster. Printed per seed and policy (tas, kueue-bestfit):
-the share of the preferred-rack jobs of each class that were placed inside one rack.
+the share of the preferred-rack jobs of each class that were placed inside one rack in each policy's own
+trace run; then the same question asked of both planners on the same snapshots (at every attempt of
+tas's run), free of the two runs' diverging histories.
 """
 from __future__ import annotations
 
@@ -87,6 +89,31 @@ def in_one_rack(result, cluster) -> dict[str, tuple[int, int]]:
     return {klass: (a, b) for klass, (a, b) in counts.items()}
 
 
+class SameSnapshots:
+    """tas's trace run, asking kueue-bestfit the same question on the same free capacity at each attempt:
+    per class, preferred-rack jobs both placed, and how many each kept in one rack."""
+
+    name, description = "tas", "tas, with kueue-bestfit asked the same question"
+
+    def __init__(self) -> None:
+        self.ours, self.theirs = get_policy("tas"), get_policy("kueue-bestfit")
+        self.counts = {klass: [0, 0, 0] for klass in CLASSES}      # both placed, tas in one rack, kueue in one
+
+    def view(self, cluster, gangs) -> bytes:
+        return self.ours.view(cluster, gangs) + b"/" + self.theirs.view(cluster, gangs)
+
+    def place(self, cluster, tree, explain=True):
+        plan, other = self.ours.place(cluster, tree, explain), self.theirs.place(cluster, tree, explain)
+        klass, mode = (tree.workload or tree.name).split("/")[-1].split("-")[:2]
+        if mode == "preferred" and klass in CLASSES and plan.placed and other.placed:
+            owners = cluster.topologies["default"].node_domain[0]
+            counts = self.counts[klass]
+            counts[0] += 1
+            counts[1] += len({int(owners[n]) for n in plan.slots.values()}) == 1
+            counts[2] += len({int(owners[n]) for n in other.slots.values()}) == 1
+        return plan
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1-5")
@@ -110,6 +137,19 @@ def main() -> None:
                 totals[policy][klass][1] += b
         print(f"| {seed} | " + " | ".join(" vs ".join(_share(*shares[p][k]) for p in POLICIES) for k in CLASSES) + " |")
     print("| **all** | " + " | ".join(" vs ".join(_share(*totals[p][k]) for p in POLICIES) for k in CLASSES) + " |")
+    print("\nsame snapshots (tas's run, kueue-bestfit asked the same question at each attempt): preferred-rack "
+          "jobs both placed, kept in one rack by tas vs kueue-bestfit")
+    same = {klass: [0, 0, 0] for klass in CLASSES}
+    for seed in seeds:
+        side = SameSnapshots()
+        cluster = Cluster.from_objects(ClusterObjects.from_objects(cluster_objects()))
+        Simulation(cluster, side, parse_trace(trace(seed, args.jobs))).run()
+        for klass, counts in side.counts.items():
+            same[klass] = [a + b for a, b in zip(same[klass], counts)]
+    print("| class | both placed | tas in one rack | kueue-bestfit in one rack |")
+    print("|---|---|---|---|")
+    for klass, (both, ours, theirs) in same.items():
+        print(f"| {klass} | {both} | {ours} | {theirs} |")
 
 
 def _share(kept: int, placed: int) -> str:
