@@ -91,3 +91,22 @@ def test_fragmented_cluster_metric_advice_followed_by_hand_then_the_gang_lands_t
     assert sorted(p.spec.node_name for p in bound) == sorted(advice["placement"].values())
     survivors = {p.metadata.name for p in cluster.pods(ns.name, "app=squatter") if not p.metadata.deletion_timestamp}
     assert survivors == {f"squat-{node[-2:]}" for node in held} - set(victims)
+
+
+def test_a_gpu_pod_of_no_gang_fills_a_partly_used_node_and_leaves_whole_racks_free(cluster, ns, priority_classes):
+    """Issue 34 part 4 on the real control plane: two racks of two nodes; one node of rack x holds 2 GPUs.
+    Three 2-GPU pods of no gang, one after another, go to that node (binpack scores, weight 20 in the
+    shipped profile) instead of spreading: rack y stays whole."""
+    nodes = ns.add_nodes({f"{r}{n}": ("zone-a", "block-a", f"rack-{r}") for r in "xy" for n in range(2)})
+    used = nodes[0]
+    cluster.create_pods(ns.name, [squatter("squat", used)])
+    for i in range(3):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"notebook-{i}", "labels": {"app": "notebook"}},
+               "spec": {"schedulerName": "tas-scheduler", "tolerations": [{"operator": "Exists"}],
+                        "containers": [container(gpus=2)]}}
+        cluster.create_pods(ns.name, [pod])
+        cluster.wait_bound(ns.name, i + 1, "app=notebook")
+    placed = {p.metadata.name: p.spec.node_name for p in cluster.pods(ns.name, "app=notebook")}
+    assert set(placed.values()) == {used}, placed
+    whole = metrics(cluster)[("tas_extender_free_domains", "rack")]
+    assert whole == 1                                            # rack y: both nodes entirely free
