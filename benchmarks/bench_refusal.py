@@ -164,7 +164,7 @@ async def run(node_count: int, cycles: int) -> None:
 
     mixed = Scheduler(app, names, "mixed")
     first, reason = await mixed.filter(gang_pods[0])
-    searcher = app.state.service.gangs.preemptor.searcher
+    searcher = app.state.engine.preemptor.searcher
     searching = 0                                       # plain cycles while the victim search thread ran
     for i in range(cycles):
         reason = await mixed.gang_cycle(gang_pods[(i + 1) % GANG_PODS])

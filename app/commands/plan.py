@@ -8,7 +8,7 @@ from topology.plan import STRATEGIES
 
 from ..cluster_file import ClusterFileError, cluster_of, load_objects
 from ..offline.output import plan_json, render_table
-from ..offline.plan_cmd import BAD_INPUT, exit_code, plan_gangs
+from ..offline.plan_cmd import BAD_INPUT, advise_refused, exit_code, plan_gangs
 from ..offline.workloads import WorkloadError, load_workload_files
 
 FORMATS = ("table", "json")
@@ -26,6 +26,9 @@ def register(subparsers) -> None:
     parser.add_argument("-o", "--output", choices=FORMATS, default="table", help="table (default) or json")
     parser.add_argument("--strategy", choices=STRATEGIES, default="binpack",
                         help="placement strategy unless a workload sets its own (default binpack)")
+    parser.add_argument("--whatif", action="store_true",
+                        help="for a gang not placed: what would have to be evicted (the preemption search, at the "
+                             "gang's priority and at any), where, and the placement that would follow")
     parser.set_defaults(func=run)
 
 
@@ -35,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
         cluster = cluster_of(objects, args.cluster)
         gangs = load_workload_files(args.workload, cluster.topologies)
         outcomes = plan_gangs(cluster, gangs, args.strategy, pods=objects.pods)
+        if args.whatif:
+            advise_refused(cluster, objects, outcomes, args.strategy)
     except (ClusterFileError, WorkloadError) as err:
         print(f"error: {err}", file=sys.stderr)
         return BAD_INPUT
