@@ -167,6 +167,7 @@ class ServiceUnderEvents(RuleBasedStateMachine):
         if node in self.removed:
             return
         with self.state.lock:
+            self.state.refresh()                # the model as the next verb sees it
             cluster = self.state.cluster
             index, gpu = cluster.node_index[node], cluster.resources.column[GPU]
             room = cluster.capacity.allocatable[index, gpu] - cluster.capacity.used[index, gpu]
@@ -249,11 +250,13 @@ class ServiceUnderEvents(RuleBasedStateMachine):
     @invariant()
     def no_node_over_capacity(self):
         with self.state.lock:
+            self.state.refresh()                # node events only mark the model stale: check it rebuilt
             assert (self.state.cluster.free >= 0).all(), "a node holds more than it has"
 
     @invariant()
     def reservations_and_reserved_slots_match(self):
         with self.state.lock:
+            self.state.refresh()
             held = {key for key in self.state.cluster.reservations if key.startswith("gang:")}
             reserved = {reservation_key(plan.key, s.slot) for plan in self.state.plans
                         for s in plan.slots.values() if s.reserved}
