@@ -146,17 +146,26 @@ class Preemptor:
             active = self.active[plan.key]
             return self.gangs._refuse_all(candidates, self._waiting(plan, active, len(active.victims)))
         if plan.preemption and plan.preemption.get("status") == SEARCHING:
-            return self.gangs._refuse_all(candidates, f"{plan.reason}; looking for lower-priority pods to preempt")
+            return self._unresolvable(candidates, f"{plan.reason}; looking for lower-priority pods to preempt")
         if plan.preemption and plan.preemption.get("status") == DRY_RUN:
-            return self.gangs._refuse_all(candidates, f"{plan.reason}; dry-run preemption: would evict "
-                                                      f"{len(plan.preemption['victims'])} pods in "
-                                                      f"{plan.preemption['place']} ({plan.preemption['what']})")
+            return self._unresolvable(candidates, f"{plan.reason}; dry-run preemption: would evict "
+                                                  f"{len(plan.preemption['victims'])} pods in "
+                                                  f"{plan.preemption['place']} ({plan.preemption['what']})")
         return None
+
+    def _unresolvable(self, candidates: Sequence[str], message: str):
+        """Not evicting for the gang (yet): the preempt verb offers kube-scheduler no victim for it."""
+        refusal = self.gangs._refuse_all(candidates, message)
+        refusal.unresolvable = True
+        return refusal
 
     def _decide(self, plan: GangPlan, pod: Mapping, mode: str) -> None:
         """Choose victims for a refused plan. With a blocking writer (the API) the search runs in a
         thread on a snapshot taken now, without the state lock, and is committed under it if the cluster
         still allows it; in-memory (standalone, tests) it runs here."""
+        if plan.never_fits:
+            plan.preemption = {"status": NOT_FOUND, "explanation": "it can never fit in this cluster: no eviction helps"}
+            return
         protected, avoided = self.excluded.get(plan.key, (set(), set()))
         snapshot = self._snapshot(plan.tree)
         self.searched[plan.key] = (self.state.changes.mark(), self.state.clock())

@@ -11,8 +11,8 @@ from app.extender.gang import SCHEDULER_LAG_GRACE
 from app.state import GANG_ANNOTATION, NODE_KIND, SLOT_ANNOTATION
 from topology.demo import demo_objects
 
-from service_helpers import (GPU, Clock, bind, domain_of, filter_, indexed_job, job_pods, make_client,
-                             plain_pod, prioritize, schedule, service)
+from service_helpers import (GPU, Clock, bind, domain_of, failures, filter_, indexed_job, job_pods, make_client,
+                             plain_pod, prioritize, refusal, schedule, service)
 
 
 def gpu_column(client):
@@ -93,8 +93,8 @@ def test_refusal_names_the_gang_and_the_reason_on_every_node():
     client = make_client(job)
     answer = filter_(client, job_pods(job)[0])
     assert answer["NodeNames"] == [] and answer["Error"] == ""
-    messages = set(answer["FailedNodes"].values())
-    assert len(answer["FailedNodes"]) == 32 and len(messages) == 1
+    messages = set(failures(answer).values())
+    assert len(failures(answer)) == 32 and len(messages) == 1
     message = messages.pop()
     assert message.startswith("gang team-a/pg-huge-uid-huge (16 pods x 8 nvidia.com/gpu): ")
     assert "block" in message
@@ -418,7 +418,7 @@ def test_podgroup_gang_with_subgroups_lands_in_its_required_domains():
     for pod in pods:
         answer = filter_(client, pod)
         if not answer["NodeNames"]:                     # prefill needs 3 of its 4 subgroups: one may wait
-            assert "elastic pods" in next(iter(answer["FailedNodes"].values()))
+            assert "elastic pods" in refusal(answer)
             left_out.append(pod["metadata"]["name"])
             continue
         assert bind(client, pod, answer["NodeNames"][0]) == ""

@@ -10,7 +10,7 @@ from app.server import create_app
 from app.settings import Settings
 from app.state import NODE_KIND, POD_KIND
 
-from service_helpers import Clock, bind, filter_, job_pods, plain_pod
+from service_helpers import Clock, bind, filter_, job_pods, plain_pod, refusal
 from test_preemption_service import fabric_nodes, job, llm_job, running
 
 
@@ -30,7 +30,7 @@ def plans_made(client: TestClient) -> float:
 def refuse(client: TestClient) -> str:
     answer = filter_(client, job_pods(llm_job())[0])
     assert answer["NodeNames"] == []
-    return next(iter(answer["FailedNodes"].values()))
+    return refusal(answer)
 
 
 def test_pod_events_that_free_nothing_keep_the_refusal():
@@ -128,10 +128,10 @@ def test_the_victim_search_never_holds_the_lock_plain_pods_need():
             preemptor.searcher.join(timeout=30)
     assert finished and plain_finished
     assert answers["plain"]["NodeNames"]
-    assert "looking for lower-priority pods" in next(iter(answers["gang"]["FailedNodes"].values()))
+    assert "looking for lower-priority pods" in refusal(answers["gang"])
     preemptor.sender.join(timeout=30)
     assert sorted(f"{ns}/{name}" for ns, name, _ in writer.evictions) == [f"research/job-b-{i}" for i in range(4)]
-    assert "waiting for 4 victims" in next(iter(filter_(client, job_pods(llm_job())[1])["FailedNodes"].values()))
+    assert "waiting for 4 victims" in refusal(filter_(client, job_pods(llm_job())[1]))
 
 
 def test_a_change_of_the_gang_itself_plans_again():
@@ -146,3 +146,17 @@ def test_a_change_of_the_gang_itself_plans_again():
     client.app.state.service.apply(kind_of(smaller), "MODIFIED", smaller)
     answer = filter_(client, job_pods(smaller)[0])
     assert len(answer["NodeNames"]) == 1, answer["FailedNodes"]
+
+
+def test_per_pod_fields_the_job_controller_sets_keep_the_refusal():
+    """Issue 31 section 4: the Job controller gives each pod its own spec.hostname (and subdomain, env);
+    none of that changes the plan, so a retry by another pod of the gang keeps the cached refusal."""
+    client = refused_client()
+    pods = job_pods(llm_job())
+    for index, pod in enumerate(pods):
+        pod["spec"]["hostname"] = f"llm-{index}"
+        pod["spec"]["subdomain"] = "llm"
+        pod["spec"]["containers"][0]["env"] = [{"name": "JOB_COMPLETION_INDEX", "value": str(index)}]
+    for pod in pods[:4]:
+        assert filter_(client, pod)["NodeNames"] == []
+    assert plans_made(client) == 1

@@ -123,7 +123,9 @@ class GangScheduler:
                 if held is not None:                  # preempting for this gang, or a dry-run report
                     return ident.gang, held
             if plan.status == GANG_REFUSED:
-                return ident.gang, self._refuse_all(candidates, plan.reason)
+                refusal = self._refuse_all(candidates, plan.reason)
+                refusal.unresolvable = self._preemption_cannot_help(plan)
+                return ident.gang, refusal
             slot = self._claim_slot(plan, ident, pod_key(pod))
             if slot is None:
                 return ident.gang, self._refuse_all(
@@ -153,6 +155,12 @@ class GangScheduler:
                     return ident.gang, self._refuse_all(candidates, self._gang_message(plan, plan.reason or why))
             plan.lagging.pop(slot, None)
             return ident.gang, self._steer(slot_state)
+
+    def _preemption_cannot_help(self, plan: GangPlan) -> bool:
+        """A refused gang kube-scheduler's preemption cannot help: it never fits, or app.preemption is not
+        evicting for it (then the preempt verb offers no victim: see victims_for). Answered as
+        unresolvable, kube-scheduler skips its dry run over every node on each retry."""
+        return plan.never_fits or self.preemptor is not None
 
     def _members(self, ident, pod: Mapping) -> tuple[int, int]:
         """(pods of the gang that exist, pods it waits for before it is planned): see minimum.py."""
@@ -268,6 +276,7 @@ class GangScheduler:
                                              else result.reason or "does not fit")
             plan.refused_generation = state.generation
             plan.refusal = refusal_key(state, tree)
+            plan.never_fits = _never_fits(result)
             plan.expires = None
             state.plans.put(plan)
             state.metrics.refusals.inc()
@@ -496,7 +505,8 @@ class GangScheduler:
             if ident is None or ident.gang in self.preemptor.active:
                 return False
             plan = state.plans.get(ident.gang)
-            return plan is None or plan.status == GANG_REFUSED
+            # a refused gang whose preemption is decided (or that never fits) was answered by the filter
+            return plan is None or (plan.status == GANG_REFUSED and plan.preemption is None and not plan.never_fits)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -507,6 +517,12 @@ def _preemptor(state: ServiceState, gangs: GangScheduler):
     from ..preemption import Preemptor
 
     return Preemptor(state, gangs)
+
+
+def _never_fits(result) -> bool:
+    """The planner found no room even on the empty cluster, judged on every node the gang may use (not
+    only on kube-scheduler's candidates, which leave out nodes that are merely busy)."""
+    return bool(result.details.get("never_fits")) and not (result.details.get("excluded") or {}).get("not a candidate")
 
 
 def _take(slot_state: SlotState, pod: str) -> Slot:

@@ -15,6 +15,7 @@ from topology.groups import GroupTree
 from topology.nodes import PodPlacementRules
 
 from ..state.changes import Mark
+from .admitted import shape
 from ..state.plans import GangPlan
 from ..state import ServiceState
 
@@ -50,9 +51,23 @@ def still_refused(state: ServiceState, plan: GangPlan, tree: GroupTree) -> bool:
         return False
     if tree.priority != key.priority or _bound(state, tree.key) != key.bound:
         return False
-    if tree is not plan.tree and tree != plan.tree:        # the workload changed (requests, levels, sizes)
+    if tree is not plan.tree and not same_plan_inputs(plan.tree, tree):   # the workload changed
         return False
     return not state.changes.freed_since(key.mark, key.nodes)
+
+
+def same_plan_inputs(a: GroupTree, b: GroupTree) -> bool:
+    """Both trees plan alike: same groups (levels, sizes, minimums), topology, strategy, priority and, per
+    role, the same placement shape and pod terms. Not whole pods: the Job controller gives each pod its own
+    hostname, subdomain and index env, and a retry by the next pod of a refused gang is not a new workload."""
+    return (a.root == b.root and a.topology == b.topology and a.strategy == b.strategy
+            and a.priority == b.priority and a.preemption_policy == b.preemption_policy
+            and _roles(a) == _roles(b))
+
+
+def _roles(tree: GroupTree) -> dict:
+    return {name: (role.replicas, shape(role.pod_spec), getattr(role.pod_spec, "pod_terms", ()), role.pod_labels)
+            for name, role in tree.roles.items()}
 
 
 def _bound(state: ServiceState, gang: str) -> frozenset:
