@@ -160,3 +160,62 @@ def test_per_pod_fields_the_job_controller_sets_keep_the_refusal():
     for pod in pods[:4]:
         assert filter_(client, pod)["NodeNames"] == []
     assert plans_made(client) == 1
+
+
+def test_room_freed_never_replans_a_gang_that_can_never_fit():
+    """Issue 31 section 3: "can never fit in this cluster, even when empty" holds whatever pods leave."""
+    from app.state import kind_of
+    from test_refusal_unresolvable import never_fits_job
+
+    client = refused_client()
+    state = client.app.state.service
+    state.apply(kind_of(never_fits_job()), "ADDED", never_fits_job())
+    pod = job_pods(never_fits_job())[0]
+    assert "can never fit" in refusal(filter_(client, pod))
+    first = plans_made(client)
+    state.apply(POD_KIND, "DELETED", state.find_pod("research", "job-b-0"))
+    assert "can never fit" in refusal(filter_(client, pod))
+    assert plans_made(client) == first
+
+
+def test_freed_cpu_keeps_the_refusal_of_a_gang_that_lacks_gpus():
+    """A CPU pod leaves a node whose GPUs all run job-b: the gang still fits no more pods there."""
+    client = refused_client()
+    state = client.app.state.service
+    web = plain_pod("web", cpu="8")
+    web["spec"]["nodeName"], web["status"] = "node-04", {"phase": "Running"}
+    state.apply(POD_KIND, "ADDED", web)
+    refuse(client)
+    first = plans_made(client)
+    state.apply(POD_KIND, "DELETED", state.find_pod("default", "web"))
+    refuse(client)
+    assert plans_made(client) == first
+
+
+def test_a_node_status_update_that_opens_nothing_keeps_the_refusal():
+    """Nodes report status all the time; only a node turning Ready, uncordoned or untainted counts."""
+    client = refused_client()
+    state = client.app.state.service
+    refuse(client)
+    first = plans_made(client)
+    node = copy.deepcopy(state.objects.get("Node", "", "node-09"))
+    node["metadata"]["resourceVersion"] = "99"
+    state.apply(NODE_KIND, "MODIFIED", node)
+    refuse(client)
+    assert plans_made(client) == first
+
+
+def test_a_node_turning_ready_plans_again():
+    """A NotReady node is not among the nodes the gang may use when it is refused; once Ready it is."""
+    client = refused_client()
+    state = client.app.state.service
+    node = copy.deepcopy(state.objects.get("Node", "", "node-09"))
+    node["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    state.apply(NODE_KIND, "MODIFIED", node)
+    refuse(client)
+    first = plans_made(client)
+    node = copy.deepcopy(node)
+    node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    state.apply(NODE_KIND, "MODIFIED", node)
+    refuse(client)
+    assert plans_made(client) == first + 1

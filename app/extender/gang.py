@@ -275,8 +275,8 @@ class GangScheduler:
             plan.reason = self._gang_message(plan, f"waiting for capacity {waiting}" if waiting
                                              else result.reason or "does not fit")
             plan.refused_generation = state.generation
-            plan.refusal = refusal_key(state, tree)
-            plan.never_fits = _never_fits(result)
+            plan.refusal = refusal_key(state, tree, result)
+            plan.never_fits = plan.refusal.never_fits
             plan.expires = None
             state.plans.put(plan)
             state.metrics.refusals.inc()
@@ -517,12 +517,6 @@ def _preemptor(state: ServiceState, gangs: GangScheduler):
     from ..preemption import Preemptor
 
     return Preemptor(state, gangs)
-
-
-def _never_fits(result) -> bool:
-    """The planner found no room even on the empty cluster, judged on every node the gang may use (not
-    only on kube-scheduler's candidates, which leave out nodes that are merely busy)."""
-    return bool(result.details.get("never_fits")) and not (result.details.get("excluded") or {}).get("not a candidate")
 
 
 def _take(slot_state: SlotState, pod: str) -> Slot:

@@ -297,7 +297,8 @@ class ServiceState:
         info = NodeInfo.from_object(obj)
         old = cluster.nodes[cluster.node_index[name]]
         if cluster.update_node_status(info):
-            self.changes.note_freed(cluster.node_index.get(name))      # ready / uncordoned / untainted
+            if _turned_better(old, info):
+                self.changes.note_opened(cluster.node_index.get(name))
             self.generation += 1
         else:
             self._stale()                       # labels or allocatable changed
@@ -609,6 +610,12 @@ class ServiceState:
                                          f"({plan.counts()[BOUND]} of {len(plan.slots)} pods bound)")
                 self.metrics.expired.inc()
             return [p.key for p in expired]
+
+
+def _turned_better(old: NodeInfo, new: NodeInfo) -> bool:
+    """A node that may take pods it did not before: Ready, uncordoned, or a taint gone."""
+    return (new.ready and not old.ready) or (old.unschedulable and not new.unschedulable) \
+        or any(taint not in new.taints for taint in old.taints)
 
 
 def _turned_worse(old: NodeInfo, new: NodeInfo) -> bool:
