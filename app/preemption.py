@@ -24,7 +24,7 @@ import numpy as np
 from prometheus_client import Counter
 
 from grouper import owner_of
-from topology.cluster import pod_key
+from topology.cluster import is_bound_and_running, pod_key
 from topology.groups import GroupTree
 from topology.preemption import PreemptionPlan, RunningGang, RunningPod, select_victims
 
@@ -117,6 +117,7 @@ class Preemptor:
         self.sender: threading.Thread | None = None          # the last eviction thread (blocking writers)
         self.searcher: threading.Thread | None = None        # the last victim search thread (blocking writers)
         self.searched: dict[str, tuple] = {}                 # gang -> (changes mark, time) of its last search
+        self.running = RunningIndex(state)                   # running pods as victims, kept up to date
         self.counter = Counter("tas_extender_preemptions", "Gang preemption decisions, by outcome", ["outcome"],
                                registry=state.metrics.registry)
 
@@ -213,13 +214,13 @@ class Preemptor:
         except (ValueError, KeyError) as err:
             log.info("preemption impossible", extra=fields(gang=tree.key, reason=str(err)))
             return None
-        return replace(inp, free=np.array(inp.free, copy=True)), running_gangs(state), others
+        return replace(inp, free=np.array(inp.free, copy=True)), self.running.snapshot(), others
 
     @staticmethod
     def _search(snapshot, protected, avoided, on_step=None) -> PreemptionPlan:
         inp, running, others = snapshot
-        return select_victims(inp, running, protected=protected, avoid=avoided, occupied_count=others, refused=True,
-                              on_step=on_step)
+        return select_victims(inp, running_gangs(*running), protected=protected, avoid=avoided,
+                              occupied_count=others, refused=True, on_step=on_step)
 
     def _still_holds(self, inp, result: PreemptionPlan) -> bool:
         """The cluster was not rebuilt, the chosen victims still run where they ran, and with them gone
@@ -452,34 +453,64 @@ NEVER_VICTIMS = {"DaemonSet", "Node"}           # they come back on the same nod
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
-def running_gangs(state: ServiceState) -> list[RunningGang]:
+class RunningIndex:
+    """What the victim search needs of every running pod, kept as pods come and go (ServiceState's
+    on_pod_changed): pod key -> (what evicting it breaks, its priority, its slot when we bound it). A
+    search copies it and the cluster's usage (two dict copies, in C) under the lock and groups them in its
+    own thread: nothing walks every pod under the lock (running_gangs took 0.3-0.6 s at 18,000 pods)."""
+
+    def __init__(self, state: ServiceState):
+        self.state = state
+        self.pods: dict[str, tuple[str, int, str | None]] = {}
+        state.on_pod_changed(self.update)
+        self.update(None, None)
+
+    def update(self, key: str | None, pod: Mapping | None) -> None:
+        if key is None:                         # every pod listed again
+            self.pods = {}
+            for listed in self.state.objects.list("Pod"):
+                if is_bound_and_running(listed):
+                    self.update(pod_key(listed), listed)
+            return
+        group = victim_group(pod, key) if pod is not None else None
+        if group is None:
+            self.pods.pop(key, None)
+            return
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        priority = (pod.get("spec") or {}).get("priority")
+        self.pods[key] = (group, priority if isinstance(priority, int) else 0,
+                          annotations.get(SLOT_ANNOTATION, "") if annotations.get(GANG_ANNOTATION) else None)
+
+    def snapshot(self) -> tuple[dict, dict, dict]:
+        """Under the lock: (the index, the cluster's pod usage, elastic slots of the gangs we planned)."""
+        state = self.state
+        optional = {plan.key: frozenset(str(slot) for group in plan.tree.groups() if group.is_leaf
+                                        for slot in group.slots[group.leaf_min():])
+                    for plan in state.plans}
+        return dict(self.pods), dict(state.cluster.pods), {k: v for k, v in optional.items() if v}
+
+
+def running_gangs(index: Mapping, usage: Mapping, optional: Mapping[str, frozenset]) -> list[RunningGang]:
     """Every bound, running pod grouped into what an eviction would break: the gang we bound it for (its
     placement annotation), else its gang workload (a Job, a training job, an LWS group, a PodGroup, a
     pod that opts in with gang annotations), else the pod alone: pods of no gang (ReplicaSet,
     Deployment, StatefulSet pods without gang settings, bare pods) are victims one by one. DaemonSet and
     static (mirror) pods are never victims. A gang's priority is its highest pod priority; a gang we
-    planned may lose its elastic pods, any other only whole."""
-    cluster = state.cluster
+    planned may lose its elastic pods (slots above their leaf's minimum), any other only whole.
+    Pure: runs on RunningIndex.snapshot() outside the lock."""
     members: dict[str, dict[str, RunningPod]] = {}
     priorities: dict[str, int] = {}
-    slot_of: dict[str, tuple[str, str]] = {}
-    for key, usage in cluster.pods.items():
-        namespace, name = key.split("/", 1)
-        pod = state.objects.get("Pod", namespace, name) or {}
-        gang = victim_group(pod, key)
-        if gang is None:
+    elastic: dict[str, set[str]] = {}
+    for key, (gang, priority, slot) in index.items():
+        used = usage.get(key)
+        if used is None:
             continue
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        if annotations.get(GANG_ANNOTATION):
-            slot_of[key] = (gang, annotations.get(SLOT_ANNOTATION, ""))
-        members.setdefault(gang, {})[key] = RunningPod(usage.node, usage.request)
-        priority = (pod.get("spec") or {}).get("priority")
-        priorities[gang] = max(priorities.get(gang, -(1 << 31)), priority if isinstance(priority, int) else 0)
-    gangs = []
-    for gang, pods in sorted(members.items()):
-        elastic = _elastic_pods(state, gang, pods, slot_of)
-        gangs.append(RunningGang(gang, priorities[gang], pods, elastic=elastic))
-    return gangs
+        members.setdefault(gang, {})[key] = RunningPod(used.node, used.request)
+        priorities[gang] = max(priorities.get(gang, -(1 << 31)), priority)
+        if slot is not None and slot in optional.get(gang, ()):
+            elastic.setdefault(gang, set()).add(key)
+    return [RunningGang(gang, priorities[gang], pods, elastic=frozenset(elastic[gang]) if gang in elastic else None)
+            for gang, pods in sorted(members.items())]
 
 
 def _evictable(pod: Mapping, key: str) -> bool:
@@ -503,15 +534,3 @@ def victim_group(pod: Mapping, key: str) -> str | None:
     if owner is None or (owner.kind in PLAIN_CONTROLLERS and not planning_opted_in(pod)):
         return key
     return owner.key
-
-
-def _elastic_pods(state: ServiceState, gang: str, pods: Mapping[str, RunningPod],
-                  slot_of: Mapping[str, tuple[str, str]]) -> frozenset[str] | None:
-    """Pods of a gang we planned that hold slots above their leaf's minimum (None: every pod is needed)."""
-    plan = state.plans.get(gang)
-    if plan is None:
-        return None
-    optional = {str(slot) for group in plan.tree.groups() if group.is_leaf
-                for slot in group.slots[group.leaf_min():]}
-    elastic = frozenset(key for key in pods if key in slot_of and slot_of[key][1] in optional)
-    return elastic or None

@@ -102,6 +102,7 @@ class ServiceState:
         self._settle: threading.Timer | None = None          # the pending rebuild of a stale model
         self._next_expiry_scan = float("-inf")   # expire_due() scans again from then on
         self._on_nodes_changed: list[Callable[[ServiceState, set[str]], None]] = []
+        self._on_pod_changed: list[Callable[[str | None, Mapping | None], None]] = []
 
     def watches(self, api_group: str, kind: str) -> bool:
         """Whether a live source feeds objects of this kind (WATCHED_KINDS and the extra kinds)."""
@@ -122,6 +123,16 @@ class ServiceState:
         """Called (under the lock) with the names of nodes that were deleted or turned unusable."""
         self._on_nodes_changed.append(callback)
 
+    def on_pod_changed(self, callback: Callable[[str | None, Mapping | None], None]) -> None:
+        """Called (under the lock) with (pod key, pod) when a pod changed, (pod key, None) when it is gone,
+        and (None, None) when every pod was listed again (read them from `objects`). For indexes kept as
+        pods come and go, so that nothing walks every pod on a request's path."""
+        self._on_pod_changed.append(callback)
+
+    def _pod_changed(self, key: str | None, pod: Mapping | None) -> None:
+        for callback in self._on_pod_changed:
+            callback(key, pod)
+
     # --- ObjectSink ---------------------------------------------------------------------------------
     def replace(self, kind: WatchedKind, objects: Sequence[Mapping]) -> None:
         with self.lock:
@@ -137,6 +148,7 @@ class ServiceState:
                 if self.synced_once:
                     self._rebuild()
             if kind.kind == "Pod":
+                self._pod_changed(None, None)
                 self._reconcile_plans()
             else:                             # a relist after a gap in the watch: deletions it missed
                 self._drop_plans_of(kind, lambda namespace, name: self.objects.get(
@@ -330,6 +342,7 @@ class ServiceState:
             else:
                 self._forget_bound(key)
             self.generation += 1
+            self._pod_changed(key, None)
             return
         self._note_bound(pod)
         if not self._dirty:
@@ -337,6 +350,7 @@ class ServiceState:
             self._note_started(key, before)
             self._recheck_reservations(pod["spec"]["nodeName"])
         self.generation += 1
+        self._pod_changed(key, pod)
 
     def _recheck_reservations(self, name: str) -> None:
         """A pod bound by someone else (the default scheduler runs beside us) may take room held for a
