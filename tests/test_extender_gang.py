@@ -88,15 +88,15 @@ def test_prioritize_gives_the_planned_node_ten_and_ranks_the_rest_by_hops():
     assert min(same_rack) > max(other_zone)
 
 
-def test_refusal_names_the_gang_and_the_reason_on_every_node():
+def test_refusal_names_the_gang_and_the_reason_said_once_for_every_node():
     job = indexed_job("huge", pods=16, gpus=8, required="block", segment=None)
     client = make_client(job)
     answer = filter_(client, job_pods(job)[0])
     assert answer["NodeNames"] == [] and answer["Error"] == ""
-    messages = set(failures(answer).values())
-    assert len(failures(answer)) == 32 and len(messages) == 1
-    message = messages.pop()
+    assert len(failures(answer)) == 1           # unresolvable: the other 31 nodes need no entry of their own
+    message = refusal(answer)
     assert message.startswith("gang team-a/pg-huge-uid-huge (16 pods x 8 nvidia.com/gpu): ")
+    assert message.endswith("(the same on all 32 nodes; see /debug/plans/team-a/pg-huge-uid-huge)")
     assert "block" in message
     assert service(client).plans.reservation_count() == 0
     assert client.get("/debug/plans").json()["counts"]["refused"] == 1

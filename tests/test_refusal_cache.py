@@ -10,7 +10,7 @@ from app.server import create_app
 from app.settings import Settings
 from app.state import NODE_KIND, POD_KIND
 
-from service_helpers import Clock, bind, filter_, job_pods, plain_pod, refusal
+from service_helpers import Clock, bind, failures, filter_, job_pods, plain_pod, refusal
 from test_preemption_service import fabric_nodes, job, llm_job, running
 
 
@@ -219,3 +219,19 @@ def test_a_node_turning_ready_plans_again():
     state.apply(NODE_KIND, "MODIFIED", node)
     refuse(client)
     assert plans_made(client) == first + 1
+
+
+def test_more_candidates_from_kube_scheduler_plan_again():
+    """kube-scheduler still counts a deleted job's terminating pods when our watch has freed their room:
+    it offers one node of four and the gang is refused on it. Once it offers all four, nothing was freed
+    in our model since, but the refusal was made on fewer candidates: the gang is planned again."""
+    second = job("second", "research", 4, priority=0, annotations={
+        "kai.scheduler/topology": "fabric", "kai.scheduler/topology-required-placement": "unit"})
+    app = create_app(Settings(), objects=copy.deepcopy(fabric_nodes()[:4] + fabric_nodes()[-1:] + [second]), clock=Clock())
+    client = TestClient(app)
+    pods = job_pods(second)
+    assert filter_(client, pods[0], ["node-00"])["NodeNames"] == []
+    assert filter_(client, pods[1], ["node-00"])["NodeNames"] == []      # the same offer: the cached refusal
+    assert plans_made(client) == 1
+    answer = filter_(client, pods[0], [f"node-{i:02d}" for i in range(4)])
+    assert len(answer["NodeNames"]) == 1, failures(answer)

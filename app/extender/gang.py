@@ -83,6 +83,9 @@ class GangScheduler:
             if not self.preemptor.queue or not self.preemptor.flush():
                 break
             gang, outcome = self._decide(pod, candidates)      # an eviction was refused: choose again
+        if outcome.unresolvable and not outcome.nodes and len(outcome.failed) > 1:
+            planned = gang is not None and self.state.plans.get(gang) is not None
+            outcome.failed = _said_once(outcome.failed, gang if planned else None, len(candidates))
         if outcome.failed and not outcome.nodes:
             log.info("no node for pod", extra=fields(pod=pod_key(pod), gang=gang,
                                                      reason=next(iter(outcome.failed.values()))))
@@ -231,7 +234,8 @@ class GangScheduler:
         elif changed:
             state.drop_plan(plan.key, "the admitted pods differ from the refused shape")
             plan = None
-        if plan is not None and plan.status == GANG_REFUSED and not still_refused(state, plan, tree):
+        if plan is not None and plan.status == GANG_REFUSED and not still_refused(
+                state, plan, tree, {ident.slot.role: candidates}):
             state.plans.pop(plan.key)
             plan = None
         if plan is not None and plan.status != GANG_REFUSED and not _same_slots(plan.tree, tree):
@@ -275,7 +279,7 @@ class GangScheduler:
             plan.reason = self._gang_message(plan, f"waiting for capacity {waiting}" if waiting
                                              else result.reason or "does not fit")
             plan.refused_generation = state.generation
-            plan.refusal = refusal_key(state, tree, result)
+            plan.refusal = refusal_key(state, tree, result, candidates)
             plan.never_fits = plan.refusal.never_fits
             plan.expires = None
             state.plans.put(plan)
@@ -517,6 +521,18 @@ def _preemptor(state: ServiceState, gangs: GangScheduler):
     from ..preemption import Preemptor
 
     return Preemptor(state, gangs)
+
+
+def _said_once(failed: dict[str, str], gang: str | None, count: int) -> dict[str, str]:
+    """One node with the reason every candidate shares, instead of the same reason once per node
+    (megabytes at 16k nodes, parsed on kube-scheduler's loop). Only for an unresolvable answer: kube-scheduler
+    counts the candidates left out as unresolvable too, without a reason of their own, so its event reads
+    `0/N nodes are available: 1 <this reason>`."""
+    node, reason = next(iter(failed.items()))
+    if len(set(failed.values())) != 1:
+        return failed
+    where = f"; see /debug/plans/{gang}" if gang else ""
+    return {node: f"{reason} (the same on all {count} nodes{where})"}
 
 
 def _take(slot_state: SlotState, pod: str) -> Slot:

@@ -9,7 +9,8 @@ own does.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,6 +34,7 @@ class RefusalKey:
     never_fits: bool = False           # refused even on the empty cluster: freed room never helps
     request: np.ndarray | None = None  # the one request all its roles share (None: any room freed re-plans)
     fits: np.ndarray | None = None     # per node: pods of `request` that fitted when it was refused
+    offered: Mapping[str, frozenset] = field(default_factory=dict)   # role -> the candidates it was refused on
 
 
 def usable_nodes(state: ServiceState, tree: GroupTree) -> np.ndarray:
@@ -47,12 +49,15 @@ def usable_nodes(state: ServiceState, tree: GroupTree) -> np.ndarray:
     return mask
 
 
-def refusal_key(state: ServiceState, tree: GroupTree, result: Plan) -> RefusalKey:
-    """What the refusal of `tree` (the planner's `result`) depends on, taken when it is refused."""
+def refusal_key(state: ServiceState, tree: GroupTree, result: Plan,
+                candidates: Mapping[str, Sequence[str]] | None = None) -> RefusalKey:
+    """What the refusal of `tree` (the planner's `result`, on kube-scheduler's `candidates` for some roles)
+    depends on, taken when it is refused."""
     request = None if _other_pods_matter(tree) else _shared_request(state, tree)
     fits = None if request is None else _fits(state.cluster.free, request)
     return RefusalKey(state.changes.mark(), usable_nodes(state, tree), _bound(state, tree.key), tree.priority,
-                      never_fits=never_fits(result) and not _other_pods_matter(tree), request=request, fits=fits)
+                      never_fits=never_fits(result) and not _other_pods_matter(tree), request=request, fits=fits,
+                      offered={role: frozenset(names) for role, names in (candidates or {}).items()})
 
 
 def never_fits(result: Plan) -> bool:
@@ -61,11 +66,13 @@ def never_fits(result: Plan) -> bool:
     return bool(result.details.get("never_fits")) and not (result.details.get("excluded") or {}).get("not a candidate")
 
 
-def still_refused(state: ServiceState, plan: GangPlan, tree: GroupTree) -> bool:
+def still_refused(state: ServiceState, plan: GangPlan, tree: GroupTree,
+                  candidates: Mapping[str, Sequence[str]] | None = None) -> bool:
     """The cached refusal still answers for `tree` (the gang as its pod identifies it now). Room freed
     re-plans it only where it could change the answer: on a node the gang may use, where more of its pods
     fit than when it was refused (freed CPU does not help a gang that lacks GPUs), and never for a gang
-    that can never fit. A node turning Ready, uncordoned or untainted anywhere re-plans it."""
+    that can never fit. A node turning Ready, uncordoned or untainted anywhere re-plans it, and so do
+candidates kube-scheduler did not offer when it was refused (its view of freed room trails ours)."""
     key = plan.refusal
     if not isinstance(key, RefusalKey):
         return False
@@ -73,6 +80,9 @@ def still_refused(state: ServiceState, plan: GangPlan, tree: GroupTree) -> bool:
         return False
     if tree is not plan.tree and not same_plan_inputs(plan.tree, tree):   # the workload changed
         return False
+    for role, names in (candidates or {}).items():       # kube-scheduler offers nodes it did not then
+        if role in key.offered and not key.offered[role].issuperset(names):
+            return False
     changes = state.changes
     if changes.opened_since(key.mark):
         return False
