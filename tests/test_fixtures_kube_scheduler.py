@@ -1,4 +1,4 @@
-"""Every request recorded from a real kube-scheduler v1.36 (../shared/fixtures/kube-scheduler-1.36/) is a
+"""Every request recorded from a real kube-scheduler v1.36 (tests/fixtures/kube-scheduler-1.36/) is a
 test case: the service parses it, answers it, and the answer has the shape kube-scheduler accepted.
 
 The recorded pods are plain pods, so the answers pass every node with neutral scores; the bind requests
@@ -14,10 +14,9 @@ from fastapi.testclient import TestClient
 from app.server import create_app
 from app.settings import Settings
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "kube-scheduler-1.36"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kube-scheduler-1.36"
 MODES = ("nodecache-true", "nodecache-false")
 
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"recorded fixtures not found at {FIXTURES}")
 
 
 def _load(path: Path):
