@@ -156,9 +156,7 @@ class Preemptor:
 
     def _unresolvable(self, candidates: Sequence[str], message: str):
         """Not evicting for the gang (yet): the preempt verb offers kube-scheduler no victim for it."""
-        refusal = self.gangs._refuse_all(candidates, message)
-        refusal.unresolvable = True
-        return refusal
+        return self.gangs._refuse_all(candidates, message, unresolvable=True)
 
     def _decide(self, plan: GangPlan, pod: Mapping, mode: str) -> None:
         """Choose victims for a refused plan. With a blocking writer (the API) the search runs in a

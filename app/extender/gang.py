@@ -58,6 +58,7 @@ class FilterOutcome:
     # on a cluster with lower-priority pods would find victims on every node and call our preempt verb
     unresolvable: bool = False
     awaiting: tuple[str, int] | None = None            # (gang, pods missing) when refused "waiting for N more pods"
+    everywhere: int = 0                                # unresolvable: `failed`'s one node stands for this many
 
 
 class GangScheduler:
@@ -84,9 +85,9 @@ class GangScheduler:
             if not self.preemptor.queue or not self.preemptor.flush():
                 break
             gang, outcome = self._decide(pod, candidates)      # an eviction was refused: choose again
-        if outcome.unresolvable and not outcome.nodes and len(outcome.failed) > 1:
+        if outcome.everywhere > 1:
             planned = gang is not None and self.state.plans.get(gang) is not None
-            outcome.failed = _said_once(outcome.failed, gang if planned else None, len(candidates))
+            outcome.failed = _said_once(outcome.failed, gang if planned else None, outcome.everywhere)
         if outcome.failed and not outcome.nodes:
             log.info("no node for pod", extra=fields(pod=pod_key(pod), gang=gang,
                                                      reason=next(iter(outcome.failed.values()))))
@@ -108,8 +109,8 @@ class GangScheduler:
             try:
                 ident = planning.identify(state, pod)
             except planning.GroupingError as err:
-                refusal = self._refuse_all(candidates, str(err))
-                refusal.final = refusal.unresolvable = True
+                refusal = self._refuse_all(candidates, str(err), unresolvable=True)
+                refusal.final = True
                 return None, refusal
             if ident is None:
                 return None, self._plain_filter(pod, candidates)
@@ -117,8 +118,8 @@ class GangScheduler:
             if state.plans.get(ident.gang) is None:
                 exist, need = self._members(ident, pod)
                 if exist < need:
-                    refusal = self._refuse_all(candidates, minimum.waiting_message(ident.tree, exist, need))
-                    refusal.unresolvable = True
+                    refusal = self._refuse_all(candidates, minimum.waiting_message(ident.tree, exist, need),
+                                               unresolvable=True)
                     refusal.awaiting = (ident.gang, need - exist)
                     return ident.gang, refusal
             plan = self._plan_of(ident, pod, candidates)
@@ -127,9 +128,8 @@ class GangScheduler:
                 if held is not None:                  # preempting for this gang, or a dry-run report
                     return ident.gang, held
             if plan.status == GANG_REFUSED:
-                refusal = self._refuse_all(candidates, plan.reason)
-                refusal.unresolvable = self._preemption_cannot_help(plan)
-                return ident.gang, refusal
+                return ident.gang, self._refuse_all(candidates, plan.reason,
+                                                    unresolvable=self._preemption_cannot_help(plan))
             slot = self._claim_slot(plan, ident, pod_key(pod))
             if slot is None:
                 return ident.gang, self._refuse_all(
@@ -193,7 +193,12 @@ class GangScheduler:
         to its node in this cycle, and listing thousands of nodes would cost more than the filter."""
         return FilterOutcome([slot_state.node])
 
-    def _refuse_all(self, candidates: Sequence[str], message: str) -> FilterOutcome:
+    def _refuse_all(self, candidates: Sequence[str], message: str, unresolvable: bool = False) -> FilterOutcome:
+        """Every candidate fails with `message`. Unresolvable, one candidate stands for all of them (filter()
+        says so in its message): kube-scheduler counts the others as unresolvable without a reason."""
+        if unresolvable:
+            return FilterOutcome([], {candidates[0]: message} if candidates else {}, unresolvable=True,
+                                 everywhere=len(candidates))
         return FilterOutcome([], dict.fromkeys(candidates, message))
 
     def _plain_filter(self, pod: Mapping, candidates: Sequence[str]) -> FilterOutcome:
@@ -525,13 +530,11 @@ def _preemptor(state: ServiceState, gangs: GangScheduler):
 
 
 def _said_once(failed: dict[str, str], gang: str | None, count: int) -> dict[str, str]:
-    """One node with the reason every candidate shares, instead of the same reason once per node
-    (megabytes at 16k nodes, parsed on kube-scheduler's loop). Only for an unresolvable answer: kube-scheduler
+    """The one node of an unresolvable refusal, its reason saying it holds on every candidate, instead of
+    the same reason once per node (megabytes at 16k nodes, parsed on kube-scheduler's loop): kube-scheduler
     counts the candidates left out as unresolvable too, without a reason of their own, so its event reads
     `0/N nodes are available: 1 <this reason>`."""
     node, reason = next(iter(failed.items()))
-    if len(set(failed.values())) != 1:
-        return failed
     where = f"; see /debug/plans/{gang}" if gang else ""
     return {node: f"{reason} (the same on all {count} nodes{where})"}
 

@@ -34,7 +34,7 @@ class RefusalKey:
     never_fits: bool = False           # refused even on the empty cluster: freed room never helps
     request: np.ndarray | None = None  # the one request all its roles share (None: any room freed re-plans)
     fits: np.ndarray | None = None     # per node: pods of `request` that fitted when it was refused
-    offered: Mapping[str, frozenset] = field(default_factory=dict)   # role -> the candidates it was refused on
+    offered: Mapping[str, tuple[list, frozenset]] = field(default_factory=dict)  # role -> candidates refused on
 
 
 def usable_nodes(state: ServiceState, tree: GroupTree) -> np.ndarray:
@@ -57,7 +57,7 @@ def refusal_key(state: ServiceState, tree: GroupTree, result: Plan,
     fits = None if request is None else _fits(state.cluster.free, request)
     return RefusalKey(state.changes.mark(), usable_nodes(state, tree), _bound(state, tree.key), tree.priority,
                       never_fits=never_fits(result) and not _other_pods_matter(tree), request=request, fits=fits,
-                      offered={role: frozenset(names) for role, names in (candidates or {}).items()})
+                      offered={role: (list(names), frozenset(names)) for role, names in (candidates or {}).items()})
 
 
 def never_fits(result: Plan) -> bool:
@@ -81,7 +81,7 @@ candidates kube-scheduler did not offer when it was refused (its view of freed r
     if tree is not plan.tree and not same_plan_inputs(plan.tree, tree):   # the workload changed
         return False
     for role, names in (candidates or {}).items():       # kube-scheduler offers nodes it did not then
-        if role in key.offered and not key.offered[role].issuperset(names):
+        if role in key.offered and not _offered_before(key.offered[role], names):
             return False
     changes = state.changes
     if changes.opened_since(key.mark):
@@ -94,6 +94,12 @@ candidates kube-scheduler did not offer when it was refused (its view of freed r
     if key.fits is None:
         return False
     return not (_fits(state.cluster.free[freed], key.request) > key.fits[freed]).any()
+
+
+def _offered_before(offered: tuple[list, frozenset], names: Sequence[str]) -> bool:
+    """`names` are among the candidates offered then: usually the very same list (compared without hashing
+    16k fresh strings), else a subset."""
+    return names == offered[0] or offered[1].issuperset(names)
 
 
 def _other_pods_matter(tree: GroupTree) -> bool:
