@@ -111,3 +111,6 @@ class ClusterWriter(Protocol):
 
     def event(self, involved: Mapping, reason: str, message: str, type_: str = "Normal") -> None:
         """Record a core/v1 Event on an object (best effort)."""
+
+    def create_podgroup(self, namespace: str, body: Mapping) -> None:
+        """Create a native scheduling.k8s.io PodGroup (app.kube.native_gate); one that exists is fine."""
