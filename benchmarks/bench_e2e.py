@@ -207,6 +207,44 @@ def round_figures(before: dict, after: dict, kind: str, pods: int, seconds: floa
 
 
 # ------------------------------------------------------------------------------------------------------
+class Profiler:
+    """Where the service's CPU goes, by part: `--py-spy FILE` starts the service under `py-spy record`
+    (`pip install py-spy`; attaching to a running process is not allowed here) through the harness's
+    TAS_E2E_WRAP, for the whole run (`--kinds gangs` to profile gang rounds only); py-spy writes FILE when
+    the service stops. Each on-CPU sample counts for the innermost frame matching one of PARTS."""
+    PARTS = [("watch decoding", ("app/kube/sync", "kubernetes/watch", "app/kube/client")),
+             ("webhook", ("app/webhook",)), ("bind (API write)", ("app/extender/binding", "app/kube/writer")),
+             ("filter", ("gang.py", "member_wait", "refusal_cache", "planning.py")),
+             ("prioritize", ("scores.py",)), ("state updates", ("app/state",)),
+             ("metrics", ("prometheus_client",)), ("logging", ("logging/", "app/logs")),
+             ("TLS", ("ssl.py", "_ssl")), ("HTTP server (uvicorn)", ("uvicorn", "httptools", "starlette", "fastapi")),
+             ("HTTP client (urllib3)", ("urllib3", "http/client")), ("JSON", ("orjson", "json/"))]
+
+    @staticmethod
+    def report(path: Path, pods: int, cpu_ms_per_pod: float | None) -> None:
+        parts: Counter = Counter()
+        for line in path.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            frames = stack.split(";")
+            part = next((name for frame in reversed(frames) for name, marks in Profiler.PARTS
+                         if any(mark in frame for mark in marks)), "other")
+            parts[part] += int(count)
+        total = sum(parts.values())
+        print(f"\nservice CPU by part (py-spy, {total} on-CPU samples over the run; gang rounds' service CPU "
+              f"{fmt(cpu_ms_per_pod)} ms per gang pod):")
+        for part, count in parts.most_common():
+            share = count / total
+            print(f"  {part:<24} {100 * share:5.1f}%" + (f"  ~{share * cpu_ms_per_pod:.2f} ms/pod" if cpu_ms_per_pod else ""))
+
+
+def stop_under_profiler(popen) -> None:
+    """Stop the service py-spy launched (py-spy writes its file when its child exits)."""
+    import signal
+    for child in Path(f"/proc/{popen.pid}/task/{popen.pid}/children").read_text().split():
+        os.kill(int(child), signal.SIGTERM)
+    popen.wait(timeout=60)
+
+
 def run_round(cluster: E2ECluster, schedulers: dict, namespace: str, kind: str, pods: int, gang: int) -> dict:
     cluster.create_namespace(namespace)
     gangs = pods // gang if kind == "gangs" else 0
@@ -414,10 +452,16 @@ def main() -> int:
     parser.add_argument("--refused", action="store_true", help="section 4: plain pods while a refused gang retries")
     parser.add_argument("--plain", type=int, default=200, help="--refused: plain pods per round (default 200)")
     parser.add_argument("--logs", type=Path, help="copy the control plane's and the extender's logs here")
+    parser.add_argument("--py-spy", type=Path, metavar="FILE", help="run the service under py-spy (raw stacks to "
+                        "FILE) and print its CPU by part; its CPU seconds then count py-spy's too")
+    parser.add_argument("--kinds", default=",".join(ORDER), help="kinds of round (default plain,null,gangs)")
     args = parser.parse_args()
     sizes = sorted(args.nodes or [256, 1024])
     if not all(8 <= n <= 2000 for n in sizes) or args.pods % args.gang:
         parser.error("--nodes 8 to 2,000 each; --pods a multiple of --gang")
+    kinds = [kind for kind in ORDER if kind in args.kinds.split(",")]
+    if args.py_spy:
+        os.environ["TAS_E2E_WRAP"] = f"py-spy record --format raw --rate 100 -o {args.py_spy.resolve()} --"
     binaries, reason = find_binaries()
     if reason:
         print(f"bench_e2e: {reason}", file=sys.stderr)
@@ -431,7 +475,7 @@ def main() -> int:
             # one replica, called directly: the tests' readiness proxy is a Python TCP relay that would cost
             # more than the extender (a real Service is forwarded by the kernel)
             cluster = E2ECluster(plane, direct=True).install()
-            schedulers = start_schedulers(cluster, ["gangs"] if args.refused else ORDER)
+            schedulers = start_schedulers(cluster, ["gangs"] if args.refused else kinds)
             have = 0
             for size in sizes:
                 began = time.monotonic()
@@ -443,7 +487,7 @@ def main() -> int:
                     refused_rounds(cluster, schedulers, args.rounds, args.plain)
                     continue
                 results: dict[str, list[dict]] = {kind: [] for kind in ORDER}
-                order = [(ORDER if n % 2 == 0 else ORDER[::-1]) for n in range(args.rounds)]
+                order = [(kinds if n % 2 == 0 else kinds[::-1]) for n in range(args.rounds)]
                 for n, kind in enumerate(k for kinds in order for k in kinds):
                     namespace = f"bench-{size}-{n}"
                     result = run_round(cluster, schedulers, namespace, kind, args.pods, args.gang)
@@ -452,11 +496,16 @@ def main() -> int:
                         f"{name} {fmt(result.get(name))}" for name in FIGURES + ["violations"]
                         if result.get(name) is not None), flush=True)
                     clear(cluster, namespace)
-                summary(size, results)
+                if all(results[kind] for kind in ORDER):
+                    summary(size, results)
         finally:
+            if cluster is not None and args.py_spy:
+                stop_under_profiler(cluster.extender.replicas[0].process.popen)
             if cluster is not None:
                 cluster.stop()
             plane.stop()
+            if args.py_spy and args.py_spy.exists():
+                Profiler.report(args.py_spy, 0, None)
             if args.logs:
                 args.logs.mkdir(parents=True, exist_ok=True)
                 for log in Path(folder).rglob("*.log"):

@@ -206,14 +206,14 @@ async def run(node_count: int, cycles: int, churn: bool) -> None:
     if 0 < searching < len(mixed.plain):
         print(figures("  of which while its victim search ran", mixed.plain[:searching]))
         print(figures("  of which after it", mixed.plain[searching:]))
-    print(f"gang plans made: {plans:.0f} over {cycles + 1} filters; refusal answer {mixed.answer_bytes / 1e6:.3f} MB"
+    print(f"gang plans made: {plans:.0f} over {cycles + 1} filters; refusal answer {mixed.answer_bytes:,} bytes"
           f"{' (churn: a plain pod finished every cycle)' if churn else ''}")
     worst, ratio = quantile(mixed.gang, 0.95) * 1e3, p99(mixed.plain) / p99(alone.plain)
     median_ratio = statistics.median(mixed.plain) / statistics.median(alone.plain)
     size = mixed.answer_bytes / 1e6
     print(f"goals: later gang filters p95 <= 50 ms: {'met' if worst <= 50 else 'MISSED'} ({worst:.1f} ms); "
           f"plain p99 ratio <= 2: {'met' if ratio <= 2 else 'MISSED'} ({ratio:.2f}x; medians {median_ratio:.2f}x); "
-          f"answer <= 0.5 MB: {'met' if size <= 0.5 else 'MISSED'} ({size:.3f} MB)")
+          f"answer <= 0.5 MB: {'met' if size <= 0.5 else 'MISSED'} ({size:.4f} MB)")
     print(f"refusal: {reason[:300]}")
 
 

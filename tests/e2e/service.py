@@ -53,7 +53,8 @@ class Extender:
                 "--scheduler-name", "tas-scheduler", "--log-level", "info", *self.extra_args]
         env = {"PATH": "/usr/bin:/bin", "POD_NAME": replica.name, "PYTHONPATH": str(REPO),
                "HOME": str(self.folder)}
-        replica.process = start(replica.name, argv, self.folder, env=env)
+        wrap = os.environ.get("TAS_E2E_WRAP", "").split()    # a profiler launching the service (benchmarks)
+        replica.process = start(replica.name, [*wrap, *argv], self.folder, env=env)
 
     def start_all(self) -> None:
         for replica in self.replicas:
@@ -71,7 +72,8 @@ class Extender:
 
     def kill(self, replica: Replica) -> None:
         """As a node failure or OOM kill would: no chance to release the Lease."""
-        import signal
+        import os
+import signal
         replica.process.stop(signal.SIGKILL)
 
     def stop(self) -> None:
