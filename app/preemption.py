@@ -26,7 +26,9 @@ from prometheus_client import Counter
 from grouper import owner_of
 from topology.cluster import is_bound_and_running, pod_key
 from topology.groups import GroupTree
-from topology.preemption import PreemptionPlan, RunningGang, RunningPod, select_victims
+from grouper.affinity import selects
+from topology.preemption import (PreemptionPlan, RunningGang, RunningPod, beyond_priority, cannot_preempt_clause,
+                                 protected_by_budgets, select_victims)
 
 from .extender.planning import _opted_in as planning_opted_in
 from .extender.planning import exclusive_occupancy, plan_input
@@ -202,23 +204,22 @@ class Preemptor:
         return self.state.changes.victims_since(mark, plan.refusal.nodes, plan.tree.priority)
 
     def _snapshot(self, tree: GroupTree):
-        """What the search reads, copied under the lock: (planner input, running gangs, occupancy)."""
-        state = self.state
-        bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
-        # exclusive groups: the same occupancy as the normal path; select_victims subtracts each choice's victims
-        others = exclusive_occupancy(state, tree, also=_evictable)
-        try:
-            inp = plan_input(state, tree, bound=bound, others=others)
-        except (ValueError, KeyError) as err:
-            log.info("preemption impossible", extra=fields(gang=tree.key, reason=str(err)))
-            return None
-        return replace(inp, free=np.array(inp.free, copy=True)), self.running.snapshot(), others
+        return search_snapshot(self.state, tree)
 
-    @staticmethod
-    def _search(snapshot, protected, avoided, on_step=None) -> PreemptionPlan:
-        inp, running, others = snapshot
-        return select_victims(inp, running_gangs(*running), protected=protected, avoid=avoided,
-                              occupied_count=others, refused=True, on_step=on_step)
+    def _search(self, snapshot, protected, avoided, on_step=None) -> PreemptionPlan:
+        """The victims at the gang's own priority; when there are none, what any priority would evict
+        (the refusal then says so: "fits in X if Y (priority 50) is evicted; ... cannot preempt it").
+        Runs off the lock (in a thread against the API): the running pods are grouped here."""
+        inp, running, others, guarded = searched(self.state, snapshot)
+        protected = set(protected) | set(guarded)
+        result = select_victims(inp, running, protected=protected, avoid=avoided, occupied_count=others,
+                                refused=True, on_step=on_step)
+        if not result.found:
+            beyond = beyond_priority(inp, running, protected=protected, avoid=avoided, occupied_count=others,
+                                     on_step=on_step)
+            if beyond.found and beyond.victims:
+                result.advice = cannot_preempt_clause(inp.tree, beyond)
+        return result
 
     def _still_holds(self, inp, result: PreemptionPlan) -> bool:
         """The cluster was not rebuilt, the chosen victims still run where they ran, and with them gone
@@ -247,6 +248,10 @@ class Preemptor:
             plan.preemption = {"status": NOT_FOUND, "explanation": result.explanation,
                                "domains": [o.to_json() for o in result.outcomes]}
             plan.note(f"preemption: {result.explanation}")
+            if result.advice:
+                plan.preemption["advice"] = result.advice
+                if result.advice not in plan.reason:
+                    plan.reason = f"{plan.reason}; {result.advice}"
             self.counter.labels("not-found").inc()
             return
         preemption = Preemption(plan.key, plan, result, self._victim_pods(result), _value(result.domain),
@@ -457,10 +462,11 @@ class RunningIndex:
     search copies it and the cluster's usage (two dict copies, in C) under the lock and groups them in its
     own thread: nothing walks every pod under the lock (running_gangs took 0.3-0.6 s at 18,000 pods)."""
 
-    def __init__(self, state: ServiceState):
+    def __init__(self, state: ServiceState, listen: bool = True):
         self.state = state
         self.pods: dict[str, tuple[str, int, str | None]] = {}
-        state.on_pod_changed(self.update)
+        if listen:
+            state.on_pod_changed(self.update)
         self.update(None, None)
 
     def update(self, key: str | None, pod: Mapping | None) -> None:
@@ -488,14 +494,25 @@ class RunningIndex:
         return dict(self.pods), dict(state.cluster.pods), {k: v for k, v in optional.items() if v}
 
 
-def running_gangs(index: Mapping, usage: Mapping, optional: Mapping[str, frozenset]) -> list[RunningGang]:
+def running_gangs(state: ServiceState) -> list[RunningGang]:
+    """Every running pod grouped as group_running does, from the preemptor's index (or, without one, an
+    index built now). Call under the state lock."""
+    return group_running(*running_index(state).snapshot())
+
+
+def running_index(state: ServiceState) -> "RunningIndex":
+    preemptor = getattr(getattr(state, "gangs", None), "preemptor", None)
+    return preemptor.running if preemptor is not None else RunningIndex(state, listen=False)
+
+
+def group_running(index: Mapping, usage: Mapping, optional: Mapping[str, frozenset]) -> list[RunningGang]:
     """Every bound, running pod grouped into what an eviction would break: the gang we bound it for (its
     placement annotation), else its gang workload (a Job, a training job, an LWS group, a PodGroup, a
     pod that opts in with gang annotations), else the pod alone: pods of no gang (ReplicaSet,
     Deployment, StatefulSet pods without gang settings, bare pods) are victims one by one. DaemonSet and
     static (mirror) pods are never victims. A gang's priority is its highest pod priority; a gang we
     planned may lose its elastic pods (slots above their leaf's minimum), any other only whole.
-    Pure: runs on RunningIndex.snapshot() outside the lock."""
+    Pure: runs on RunningIndex.snapshot(), outside the lock."""
     members: dict[str, dict[str, RunningPod]] = {}
     priorities: dict[str, int] = {}
     elastic: dict[str, set[str]] = {}
@@ -532,3 +549,49 @@ def victim_group(pod: Mapping, key: str) -> str | None:
     if owner is None or (owner.kind in PLAIN_CONTROLLERS and not planning_opted_in(pod)):
         return key
     return owner.key
+def search_snapshot(state: ServiceState, tree: GroupTree):
+    """What the victim search reads, copied under the lock: (planner input, the running pods' index and
+    usage, occupancy), or None when the gang cannot be planned at all; `searched` completes it outside
+    the lock. Preemption and the what-if advice both start from it, so they never disagree."""
+    bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
+    # exclusive groups: the same occupancy as the normal path; select_victims subtracts each choice's victims
+    others = exclusive_occupancy(state, tree, also=_evictable)
+    try:
+        inp = plan_input(state, tree, bound=bound, others=others)
+    except (ValueError, KeyError) as err:
+        log.info("preemption impossible", extra=fields(gang=tree.key, reason=str(err)))
+        return None
+    return replace(inp, free=np.array(inp.free, copy=True)), running_index(state).snapshot(), others
+
+
+def searched(state: ServiceState, snapshot) -> tuple:
+    """Outside the lock: (planner input, running gangs, occupancy, gangs a PodDisruptionBudget protects)."""
+    inp, raw, others = snapshot
+    running = group_running(*raw)
+    return inp, running, others, budget_protected(state, running)
+
+
+def budget_protected(state: ServiceState, running: Sequence[RunningGang]) -> dict[str, str]:
+    """Gangs whose eviction a PodDisruptionBudget would refuse now (status.disruptionsAllowed) -> the
+    budget: the search leaves them alone instead of choosing them and being refused."""
+    budgets = []
+    for pdb in state.objects.list("PodDisruptionBudget", "policy"):
+        metadata = pdb.get("metadata") or {}
+        namespace = metadata.get("namespace") or "default"
+        selector = (pdb.get("spec") or {}).get("selector")
+        allowed = (pdb.get("status") or {}).get("disruptionsAllowed", 0)
+        covered = []
+        for gang in running:
+            for key in gang.pods:
+                pod_namespace, name = key.split("/", 1)
+                if pod_namespace != namespace:
+                    continue
+                pod = state.objects.get("Pod", pod_namespace, name) or {}
+                if selects(selector, (pod.get("metadata") or {}).get("labels") or {}):
+                    covered.append(key)
+        if covered:
+            budgets.append((f"{namespace}/{metadata.get('name')}", allowed if isinstance(allowed, int) else 0, covered))
+    if not budgets:
+        return {}
+    gang_of = {key: gang.key for gang in running for key in gang.pods}
+    return protected_by_budgets(budgets, gang_of)

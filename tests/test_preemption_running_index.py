@@ -2,7 +2,7 @@
 reading every pod object under the state lock when a refused gang is filtered."""
 from __future__ import annotations
 
-from app.preemption import RunningIndex, running_gangs
+from app.preemption import RunningIndex, group_running
 from app.state import POD_KIND
 
 from service_helpers import filter_, job_pods, plain_pod
@@ -57,9 +57,9 @@ def test_the_index_follows_pods_that_start_finish_and_are_listed_again():
         state.apply(POD_KIND, "ADDED", pod)
     terminate(client, JOB_B[:1] + ["default/web-1"])
     fresh = RunningIndex(state)                          # built from the objects as they are now
-    assert as_sets(running_gangs(*index.snapshot())) == as_sets(running_gangs(*fresh.snapshot()))
-    gangs = {g.key: sorted(g.pods) for g in running_gangs(*index.snapshot())}
+    assert as_sets(group_running(*index.snapshot())) == as_sets(group_running(*fresh.snapshot()))
+    gangs = {g.key: sorted(g.pods) for g in group_running(*index.snapshot())}
     assert gangs["default/web-0"] == ["default/web-0"] and "default/web-1" not in gangs
     assert [pods for pods in gangs.values() if "research/job-b-1" in pods] == [JOB_B[1:]]
     state.replace(POD_KIND, [p for p in state.objects.list("Pod") if p["metadata"]["name"] != "web-0"])
-    assert "default/web-0" not in {g.key for g in running_gangs(*index.snapshot())}
+    assert "default/web-0" not in {g.key for g in group_running(*index.snapshot())}
