@@ -6,6 +6,7 @@ connection goes to the first replica whose /readyz answers 200 (TLS passes throu
 """
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import sys
@@ -72,8 +73,7 @@ class Extender:
 
     def kill(self, replica: Replica) -> None:
         """As a node failure or OOM kill would: no chance to release the Lease."""
-        import os
-import signal
+        import signal
         replica.process.stop(signal.SIGKILL)
 
     def stop(self) -> None:
