@@ -13,6 +13,7 @@ from topology.objects import ObjectsError, parse_objects
 
 from topology.nodes import NodeInfo
 
+from .object_types import type_problem
 from .state.objects import metadata_problem, pod_shape_problem
 from .ui import tree_data
 
@@ -91,22 +92,34 @@ async def add_objects(request: Request) -> dict:
         objects = parse_objects(body.decode("utf-8", errors="replace"))
     except ObjectsError as err:
         raise HTTPException(400, str(err)) from None
+    for obj in objects:                 # every object checked before any is applied: all or nothing
+        problem = _object_problem(obj)
+        if problem:
+            raise HTTPException(problem[0], problem[1])
     applied = []
     for obj in objects:
-        metadata = obj.get("metadata") or {}
-        if not isinstance(metadata, dict) or not metadata.get("name"):
-            raise HTTPException(400, f"{obj.get('kind')}: metadata.name is required")
-        if obj.get("kind") == "Pod":
-            problem = pod_shape_problem(obj, f"Pod {metadata['name']}")
-        elif obj.get("kind") == "Node":
-            problem = node_problem(obj)
-        else:
-            problem = metadata_problem(metadata, f"{obj.get('kind')} {metadata['name']}")
-        if problem:                     # the watch never delivers such an object; it would break every verb
-            raise HTTPException(422 if obj.get("kind") == "Node" else 400, problem)
+        metadata = obj["metadata"]
         service.apply(kind_of(obj), "ADDED", obj)
         applied.append(f"{obj.get('kind')} {metadata.get('namespace') or ''}/{metadata['name']}".replace(" /", " "))
     return {"applied": applied}
+
+
+def _object_problem(obj: dict) -> tuple[int, str] | None:
+    """Why the watch would never deliver `obj` (it would break every verb): (HTTP status, what is wrong)."""
+    status = 422 if obj.get("kind") == "Node" else 400
+    problem = type_problem(obj)         # the API server's schema: a field of the wrong JSON type
+    if problem:
+        return status, problem
+    metadata = obj["metadata"]
+    if not metadata.get("name"):
+        return 400, f"{obj['kind']}: metadata.name is required"
+    if obj["kind"] == "Pod":
+        problem = pod_shape_problem(obj, f"Pod {metadata['name']}")
+    elif obj["kind"] == "Node":
+        problem = node_problem(obj)
+    else:
+        problem = metadata_problem(metadata, f"{obj['kind']} {metadata['name']}")
+    return (status, problem) if problem else None
 
 
 @router.get("/debug/topology", summary="The topologies: levels, domain counts, member nodes")

@@ -134,18 +134,18 @@ def test_search_finds_nodes_with_their_domain_path_gangs_by_workload_and_pods():
 
 
 BAD_OBJECTS = [
-    ({"kind": "Node", "metadata": {"name": 5}}, 422, "Node without metadata.name (a non-empty string)"),
-    ({"kind": "Node", "metadata": {"name": "nn"}, "status": "x"}, 422, "Node 'nn' status='x' is invalid"),
-    ({"kind": "Node", "metadata": {"name": "nn"}, "spec": {"taints": "x"}}, 422, "spec.taints='x' is invalid"),
+    ({"kind": "Node", "metadata": {"name": 5}}, 422, "Node 5: metadata.name must be a string, got 5"),
+    ({"kind": "Node", "metadata": {"name": "nn"}, "status": "x"}, 422, 'Node nn: status must be a map, got "x"'),
+    ({"kind": "Node", "metadata": {"name": "nn"}, "spec": {"taints": "x"}}, 422, 'spec.taints must be a list, got "x"'),
     ({"kind": "Node", "metadata": {"name": "nn"}, "status": {"allocatable": {GPU: "100Ei"}}}, 422,
      "quantity '100Ei' is too large"),
-    ({"kind": "Pod", "metadata": {"name": "p"}, "status": "x"}, 400, "Pod p.status must be an object"),
-    ({"kind": "Pod", "metadata": {"name": "p"}, "spec": {"tolerations": "x"}}, 400, "spec.tolerations='x' is invalid"),
+    ({"kind": "Pod", "metadata": {"name": "p"}, "status": "x"}, 400, 'Pod p: status must be a map, got "x"'),
+    ({"kind": "Pod", "metadata": {"name": "p"}, "spec": {"tolerations": "x"}}, 400, 'spec.tolerations must be a list, got "x"'),
     ({"kind": 5, "metadata": {"name": "k"}}, 400, "object 'kind' must be a non-empty string"),
     ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "resourceVersion": []}}, 400,
-     "Job j.metadata.resourceVersion must be a string"),
+     "Job j: metadata.resourceVersion must be a string, got []"),
     ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "annotations": {"kai.scheduler/topology": []}}},
-     400, "Job j.metadata.annotations must be a map of strings"),
+     400, 'Job j: metadata.annotations["kai.scheduler/topology"] must be a string, got []'),
 ]
 
 
