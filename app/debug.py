@@ -186,24 +186,34 @@ def _tree_cache(request: Request) -> tree_data.TreeCache:
 
 @router.get("/debug/search", summary="Find nodes, gangs, workloads, namespaces and pods by name (for the page)")
 def search(request: Request, q: str = Query(..., min_length=1, description="part of a name, case-insensitive"),
-           topology: str | None = Query(None, description="give each node's domain path in this topology"),
+           topology: str | None = Query(None, description="give each node's domain path in this topology "
+                                                          "(default: every topology, in `paths`)"),
            limit: int = Query(20, ge=1, le=200)) -> dict:
     service = service_of(request)
     needle = q.lower()
     with service.lock:
         cluster = service.cluster
-        tree = cluster.topologies.get(topology or "")
+        if topology and topology not in cluster.topologies:
+            known = ", ".join(sorted(cluster.topologies)) or "none"
+            raise HTTPException(404, f"unknown topology {topology!r}; known topologies: {known}")
+        trees = [cluster.topologies[topology]] if topology else [cluster.topologies[n] for n in sorted(cluster.topologies)]
+
+        def where(node: int) -> dict:
+            paths = {tree.name: _path(tree, node) for tree in trees}
+            first = next((path for path in paths.values() if path), [])
+            return {"path": first, "paths": paths}
+
         nodes = []
         for index, node in enumerate(cluster.nodes):
             if needle in node.name.lower() and len(nodes) < limit:
-                nodes.append({"node": node.name, "path": _path(tree, index)})
+                nodes.append({"node": node.name, **where(index)})
         gangs = [{"gang": p.key, "workload": p.tree.workload or p.tree.name, "namespace": p.tree.namespace,
                   "topology": p.topology}
                  for p in service.plans if needle in f"{p.key} {p.tree.workload}".lower()][:limit]
         pods = []
         for key, usage in cluster.pods.items():
             if needle in key.lower() and len(pods) < limit:
-                pods.append({"pod": key, "node": cluster.node_names[usage.node], "path": _path(tree, usage.node)})
+                pods.append({"pod": key, "node": cluster.node_names[usage.node], **where(usage.node)})
     return {"query": q, "nodes": nodes, "gangs": gangs, "pods": pods}
 
 

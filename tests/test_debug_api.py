@@ -123,14 +123,27 @@ def test_search_finds_nodes_with_their_domain_path_gangs_by_workload_and_pods():
     client = make_client(job)
     filter_(client, job_pods(job)[0])
     found = client.get("/debug/search", params={"q": "node-13", "topology": "default"}).json()
-    assert found["nodes"] == [{"node": "node-13", "path": [
-        "zone-a", "zone-a/a-block-2", "zone-a/a-block-2/a-block-2-rack-2", "zone-a/a-block-2/a-block-2-rack-2/node-13"]}]
+    path = ["zone-a", "zone-a/a-block-2", "zone-a/a-block-2/a-block-2-rack-2", "zone-a/a-block-2/a-block-2-rack-2/node-13"]
+    assert found["nodes"] == [{"node": "node-13", "path": path, "paths": {"default": path}}]
     assert [g["workload"] for g in client.get("/debug/search", params={"q": "llama"}).json()["gangs"]] == ["llama"]
     assert [g["gang"] for g in client.get("/debug/search", params={"q": "team-a"}).json()["gangs"]] == \
         ["team-a/pg-llama-uid-llama"]
     pods = client.get("/debug/search", params={"q": "research/"}).json()["pods"]
     assert pods and all(p["node"] for p in pods)
     assert client.get("/debug/search", params={"q": ""}).status_code == 422
+
+
+def test_search_without_a_topology_gives_the_paths_in_every_topology_and_an_unknown_one_is_a_404():
+    client = make_client()
+    for params in ({"q": "node-13"}, {"q": "node-13", "topology": ""}):
+        node = client.get("/debug/search", params=params).json()["nodes"][0]
+        assert node["paths"]["default"][-1] == "zone-a/a-block-2/a-block-2-rack-2/node-13"
+        assert node["paths"]["kueue-default"][-1] == "a-block-2/a-block-2-rack-2/node-13"
+        assert node["path"] == node["paths"]["default"]
+    pod = client.get("/debug/search", params={"q": "inference"}).json()["pods"][0]
+    assert pod["path"] and pod["paths"]["default"][-1].endswith(pod["node"])
+    unknown = client.get("/debug/search", params={"q": "node", "topology": "nope"})
+    assert unknown.status_code == 404 and "known topologies: default, kueue-default" in unknown.json()["detail"]
 
 
 BAD_OBJECTS = [
