@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.middleware.gzip import GZipMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from topology.objects import ObjectsError, parse_objects
@@ -28,6 +29,23 @@ def node_problem(obj: dict) -> str | None:
 from .state import ServiceState, kind_of
 
 router = APIRouter(tags=["debug"])
+GZIP_PATHS = ("/debug/", "/ui", "/metrics")      # read by people and tools; never the extender's hot verbs
+
+
+class DebugGZip:
+    """Gzip for the debug API, the page and the metrics when the client accepts it (a topology tree of
+    16,384 nodes is megabytes of JSON). The extender verbs and the webhook stay uncompressed: kube-scheduler
+    accepts gzip, and compressing every filter answer would cost its loop more CPU than it saves on loopback."""
+
+    def __init__(self, app, minimum_size: int = 500):
+        self.app = app
+        self.gzip = GZipMiddleware(app, minimum_size=minimum_size)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith(GZIP_PATHS):
+            await self.gzip(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
 
 def service_of(request: Request) -> ServiceState:

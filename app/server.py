@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from fastapi import FastAPI
 
 from .cluster_file import load_objects
+from .debug import DebugGZip
 from .debug import router as debug_router
 from .extender import GangScheduler, build_router
 from .logs import fields, get_logger
@@ -94,6 +95,7 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
     app.include_router(debug_router)
     app.include_router(webhook_router)
     app.include_router(ui_router)
+    app.add_middleware(DebugGZip)
     return app
 
 

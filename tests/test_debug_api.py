@@ -198,3 +198,21 @@ def test_a_malformed_object_is_refused_and_the_service_keeps_scheduling(obj, sta
     node = service(client).cluster.node_names[0]
     assert filter_(client, plain_pod("after"), [node])["NodeNames"] == [node]
     assert client.get("/debug/topology").status_code == 200
+
+
+def test_the_debug_api_is_gzipped_when_the_client_accepts_it_and_the_extender_verbs_are_not():
+    client = make_client()
+    for path in ("/debug/topology/default", "/debug/topology", "/ui", "/metrics"):     # answers above 500 bytes
+        zipped = client.get(path, headers={"accept-encoding": "gzip"})
+        assert zipped.status_code == 200 and zipped.headers.get("content-encoding") == "gzip", path
+        plain = client.get(path, headers={"accept-encoding": "identity"})
+        assert "content-encoding" not in plain.headers and len(plain.content) > 500, path
+    tree = client.get("/debug/topology/default", headers={"accept-encoding": "gzip"})
+    assert tree.json()["name"] == "default"                      # decoded by the client, same body
+    unchanged = client.get("/debug/topology/default", headers={"accept-encoding": "gzip",
+                                                               "if-none-match": tree.headers["etag"]})
+    assert unchanged.status_code == 304
+    nodes = service(client).cluster.node_names
+    answer = client.post("/scheduler/filter", headers={"accept-encoding": "gzip"},
+                         json={"Pod": plain_pod("p"), "NodeNames": nodes})
+    assert answer.status_code == 200 and "content-encoding" not in answer.headers
