@@ -35,6 +35,9 @@ def register(subparsers) -> None:
     add("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (TAS_TLS_CERT)")
     add("--tls-key", metavar="FILE", help="private key of --tls-cert (TAS_TLS_KEY)")
     add("--cluster", metavar="FILE", help="standalone: a kubectl get -o yaml dump instead of the demo (TAS_CLUSTER)")
+    add("--demo-size", type=int, metavar="NODES",
+        help="standalone: a generated demo fleet of this many nodes (a multiple of 1024, e.g. 16384) with running "
+             "gangs and a refused one, instead of the 32-node demo (TAS_DEMO_SIZE)")
     add("--kubeconfig", metavar="FILE", help="watch and bind in the cluster of this kubeconfig (TAS_KUBECONFIG)")
     add("--in-cluster", type=_bool, nargs="?", const=True, metavar="BOOL",
         help="use the pod's service account (TAS_IN_CLUSTER; detected from KUBERNETES_SERVICE_HOST)")
@@ -88,9 +91,9 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from(args)
     except ValidationError as err:
         for problem in err.errors():
-            where = ".".join(str(p) for p in problem["loc"]) or "settings"
+            where = ".".join(str(p) for p in problem["loc"])
             message = problem["msg"].removeprefix("Value error, ")
-            print(f"error: {where.replace('_', '-')}: {message}", file=sys.stderr)
+            print(f"error: --{where.replace('_', '-')}: {message}" if where else f"error: {message}", file=sys.stderr)
         return 2
     problem = preflight(settings)
     if problem:
