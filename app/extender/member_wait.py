@@ -41,11 +41,13 @@ class _Gang:
 
 class MemberWait:
     def __init__(self, quiet: float, pods_added: Callable[[], int], on_held: Callable[[bool], None] | None = None,
-                 *, clock: Callable[[], float] = time.monotonic, poll: float = POLL_SECONDS):
+                 *, clock: Callable[[], float] = time.monotonic, poll: float = POLL_SECONDS,
+                 on_seconds: Callable[[float], None] | None = None):
         """`pods_added()` changes whenever a pod appears in the service's view; `on_held(whole)` is told how
         each hold ended (for the metrics)."""
         self.quiet, self.pods_added, self.on_held = quiet, pods_added, on_held
         self.clock, self.poll = clock, poll
+        self.on_seconds = on_seconds
         self._gangs: OrderedDict[str, _Gang] = OrderedDict()
         self._allowance, self._counted = self._burst, clock()     # seconds of holding available, and when
 
@@ -75,6 +77,8 @@ class MemberWait:
             held = self.clock() - started
             gang.held += held
             self._allowance -= held
+            if self.on_seconds is not None:
+                self.on_seconds(held)
         if self.on_held is not None:
             self.on_held(not _waits(outcome, name))
         return outcome

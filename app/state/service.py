@@ -20,6 +20,7 @@ import numpy as np
 
 from grouper import group_workload
 from grouper.kinds import suspended
+from grouper.native import scheduling_group
 from grouper.podgroups import is_podgroup
 from topology.cluster import Cluster, is_bound_and_running, pod_key
 from topology.groups import Slot
@@ -377,7 +378,7 @@ class ServiceState:
         metadata = pod.get("metadata") or {}
         namespace = metadata.get("namespace") or "default"
         names = {(metadata.get("annotations") or {}).get(PODGROUP_KEYS[0]),
-                 (metadata.get("labels") or {}).get(PODGROUP_KEYS[1])} - {None, ""}
+                 (metadata.get("labels") or {}).get(PODGROUP_KEYS[1]), scheduling_group(pod)} - {None, ""}
         for group in names:
             if event != "DELETED":
                 self.podgroup_pods.setdefault((namespace, group), {})[metadata.get("name")] = pod

@@ -30,6 +30,7 @@ from grouper.staleness import grace_period
 from topology.tree import TopologyTree
 
 from .caches import OwnerWaits, TreeCache
+from .native import native_warnings
 from .mutate import injection_for, pod_mutation
 from .review import AdmissionRequest
 
@@ -80,13 +81,20 @@ def admit(request: AdmissionRequest, context: Context) -> Decision:
     if problem:
         return Decision.deny(problem, 400, "BadRequest")
     pod = _with_namespace(request.object, request.namespace)
+    decision = _admit_pod(pod, context, request.dry_run)
+    if decision.allowed:
+        decision.warnings += native_warnings(pod, context.objects, context.topologies)
+    return decision
+
+
+def _admit_pod(pod: Mapping, context: Context, dry_run: bool) -> Decision:
     owner = owner_of(pod)
     if owner is None:
         return Decision(warnings=_not_grouped_note(pod, "it has no owner"))
     owner_obj = context.objects.get(owner.kind, owner.namespace, owner.name, group=_api_group(owner.api_version))
     if owner_obj is None or not context.synced:
-        return _owner_missing(pod, owner, context, request.dry_run)
-    if not request.dry_run:
+        return _owner_missing(pod, owner, context, dry_run)
+    if not dry_run:
         context.waits.found(_owner_key(owner))
     return _admit_member(pod, owner_obj, context)
 
