@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         for problem in err.errors():
             where = ".".join(str(p) for p in problem["loc"])
             message = problem["msg"].removeprefix("Value error, ")
-            print(f"error: --{where.replace('_', '-')}: {message}" if where else f"error: {message}", file=sys.stderr)
+            print(f"error: {where.replace('_', '-')}: {message}" if where else f"error: {message}", file=sys.stderr)
         return 2
     problem = preflight(settings)
     if problem:
