@@ -23,6 +23,7 @@ from .cluster_file import load_objects
 from .debug import DebugGZip
 from .debug import router as debug_router
 from .extender import GangScheduler, build_router
+from .kube.native_gate import NativeGate
 from .logs import fields, get_logger
 from .memory import MemoryWriter, load_into, place_demo_gangs
 from .ports import ClusterWriter
@@ -97,6 +98,7 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
     app = FastAPI(title="tas-extender", version="0.1.0", lifespan=lifespan,
                   description="Topology-aware gang and segment scheduler extender")
     app.state.service = state
+    app.state.native_gate = NativeGate(state)
     app.include_router(build_router(settings.url_prefix))
     app.include_router(debug_router)
     app.include_router(webhook_router)

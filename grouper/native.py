@@ -316,3 +316,39 @@ def native_identity(pod: Mapping, tree: GroupTree, pods: Sequence[Mapping], owne
     position = sorted(names).index(name) if name in names else 0
     return PodIdentity(tree, tree.key, tree.name, Slot(leaf, position), leaf, None, None, tree.topology,
                        list(tree.warnings), owner)
+
+
+# --- the native gate for our own gangs ------------------------------------------------------------
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+GATE_MANAGER = "tas-extender"
+
+
+def is_gate(podgroup: Mapping) -> bool:
+    """A PodGroup the extender made to gate one of its own gangs (its placement stays ours)."""
+    return ((podgroup.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == GATE_MANAGER
+
+
+def gang_minimum(tree: GroupTree) -> int:
+    """The pods a gang needs before it can be placed: the root's minimum, else each group's (a leaf's
+    minMember or all its slots; an inner group's smallest `min_subgroup` children), at least 1."""
+    def need(group: Group) -> int:
+        if group.min_member is not None:
+            return group.min_member
+        if group.is_leaf:
+            return len(group.slots)
+        needs = sorted(need(child) for child in group.children)
+        return sum(needs[:group.min_subgroup] if group.min_subgroup is not None else needs)
+    return max(1, need(tree.root))
+
+
+def gate_podgroup(name: str, namespace: str, minimum: int, owner: Mapping | None, version: str) -> dict:
+    """The native PodGroup that gates a gang of ours: kube-scheduler's PreEnqueue holds its pods until
+    `minimum` exist. No topology constraint (the placement is ours); owned by the workload (collected with it)."""
+    metadata: dict = {"name": name, "namespace": namespace, "labels": {MANAGED_BY: GATE_MANAGER}}
+    owner_meta = (owner or {}).get("metadata") or {}
+    if owner_meta.get("uid") and owner_meta.get("name"):
+        metadata["ownerReferences"] = [{"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"),
+                                        "name": owner_meta["name"], "uid": owner_meta["uid"]}]
+    return {"apiVersion": f"{API_GROUP}/{version}", "kind": "PodGroup", "metadata": metadata,
+            "spec": {"schedulingPolicy": {"gang": {"minCount": minimum}}}}

@@ -97,3 +97,47 @@ def test_the_webhook_warns_about_a_missing_podgroup_an_unknown_key_and_min_count
     zero["spec"]["schedulingPolicy"]["gang"]["minCount"] = 0
     assert any("gang.minCount=0 is invalid" in w for w in _admit_warnings([zero], member("w-0")))
     assert _admit_warnings([native_podgroup()], member("w-0")) == []
+
+
+# --- the native gate for our own gangs -----------------------------------------------------------------
+
+class FakeGate:
+    def __init__(self, served: bool = True):
+        self.served, self.asked = served, []
+
+    def active(self) -> bool:
+        return self.served
+
+    def ensure(self, namespace, name, minimum, owner) -> None:
+        self.asked.append((namespace, name, minimum, owner["kind"]))
+
+
+def _gate_admit(gate, pod_of=lambda pods: pods[3], job=None):
+    import json
+    from fastapi.testclient import TestClient
+    from service_helpers import indexed_job, job_pods
+    from webhook_helpers import make_app, operations, post, review_of
+    job = job or indexed_job("llama", pods=8, gpus=4)
+    app, _ = make_app([job])
+    app.state.native_gate = gate
+    pod = pod_of(job_pods(job))
+    status, body = post(TestClient(app), review_of(pod, "Job", seed=pod["metadata"]["name"]))
+    assert status == 200 and body["response"]["allowed"], json.dumps(body)[:400]
+    return [op for op in operations(body["response"]) if op["path"] == "/spec/schedulingGroup"]
+
+
+def test_where_podgroups_are_served_the_webhook_puts_a_gang_member_in_a_native_podgroup():
+    gate = FakeGate()
+    ops = _gate_admit(gate)
+    assert ops == [{"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": "pg-llama-uid-llama"}}]
+    assert gate.asked == [("team-a", "pg-llama-uid-llama", 8, "Job")]
+
+
+def test_no_gate_where_not_served_or_for_a_pod_already_in_a_podgroup():
+    assert _gate_admit(FakeGate(served=False)) == []
+    gate = FakeGate()
+
+    def in_the_jobs_podgroup(pods):
+        pods[0]["spec"]["schedulingGroup"] = {"podGroupName": "train-pgt-0"}
+        return pods[0]
+    assert _gate_admit(gate, in_the_jobs_podgroup) == [] and gate.asked == []

@@ -122,3 +122,20 @@ def test_scheduling_group_reads_the_pod_spec():
     assert scheduling_group(pod("a", "g")) == "g"
     assert scheduling_group({"spec": {"schedulingGroup": None}}) is None
     assert policy_of(podgroup(basic=True)).gang is False
+
+
+def test_the_gate_of_our_own_gang_needs_its_minimum_and_is_owned_by_the_workload():
+    from grouper.native import gang_minimum, gate_podgroup, is_gate
+    from topology.groups import Group, GroupTree
+    leaves = [Group(name=f"s{i}", slots=[Slot(f"s{i}", j) for j in range(4)]) for i in range(3)]
+    tree = GroupTree(namespace="team", name="g", kind="Job", root=Group(name="g", children=leaves))
+    assert gang_minimum(tree) == 12
+    tree.root.min_subgroup = 2
+    assert gang_minimum(tree) == 8
+    tree.root.min_member = 5
+    assert gang_minimum(tree) == 5
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "uid": "u1"}}
+    body = gate_podgroup("pg-train-u1", "team", 5, job, "v1alpha2")
+    assert body["apiVersion"] == "scheduling.k8s.io/v1alpha2" and is_gate(body)
+    assert body["spec"] == {"schedulingPolicy": {"gang": {"minCount": 5}}}
+    assert body["metadata"]["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1"}]

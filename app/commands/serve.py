@@ -53,6 +53,10 @@ def register(subparsers) -> None:
     add("--set-scheduler-name", type=_bool, nargs="?", const=True, metavar="BOOL",
         help="webhook: set spec.schedulerName on pods with topology annotations (TAS_SET_SCHEDULER_NAME)")
     add("--preemption", choices=PREEMPTION_MODES, help="gang preemption (TAS_PREEMPTION, default on)")
+    add("--plain-pods", choices=("binpack", "spread", "neutral"),
+        help="scores for GPU pods of no gang: binpack fills partly used nodes and racks first, keeping whole "
+             "ones free for gangs; spread the reverse; neutral leaves it to kube-scheduler (TAS_PLAIN_PODS, "
+             "default binpack)")
     add("--max-request-bytes", type=int, help="largest request body accepted (TAS_MAX_REQUEST_BYTES, default 128 MiB)")
     add("--webhook-owner-grace", type=float, metavar="SECONDS",
         help="webhook: deny (retry later) pods whose workload is not cached yet for this long, then allow "
@@ -63,6 +67,10 @@ def register(subparsers) -> None:
              "the time for all gangs), rather than refuse it into kube-scheduler's 1-2 s backoff; 0 refuses at "
              "once (TAS_MEMBER_WAIT, default 0.25, at most 1: four of them stay under kube-scheduler's "
              "httpTimeout of 5 s)")
+    add("--native-gate", choices=("auto", "on", "off"),
+        help="where the API server serves scheduling.k8s.io PodGroups, put every member of a gang into a native "
+             "PodGroup (minCount = the gang's minimum) so that kube-scheduler itself waits for the members "
+             "(TAS_NATIVE_GATE, default auto: when served; off: never)")
     add("--staleness-grace-period", type=float, metavar="SECONDS",
         help="evict the bound pods of a gang that has run below its minimum (some pods bound, too few) for "
              "this long, so that it is planned again whole, as KAI's stale gang eviction; negative never evicts; "

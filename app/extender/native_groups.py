@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 from grouper import GroupingError, PodIdentity, group_workload, identify_pod, owner_of
 from grouper.kinds import workload_shape
-from grouper.native import (API_GROUP, constrain, controller_ref, group_native, group_native_tree, native_identity,
-                            parent_name, policy_of, scheduling_group, templates, workload_name)
+from grouper.native import (API_GROUP, constrain, controller_ref, group_native, group_native_tree, is_gate,
+                            native_identity, parent_name, policy_of, scheduling_group, templates, workload_name)
 from grouper.workloads import opts_in
 from topology.cluster import pod_key
 
@@ -29,7 +29,7 @@ def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
             return None
         raise GroupingError(f"PodGroup {namespace}/{name}, named by spec.schedulingGroup.podGroupName of pod "
                             f"{pod_key(pod)}, does not exist (or is not seen by the extender yet)")
-    if not policy_of(podgroup).gang:
+    if is_gate(podgroup) or not policy_of(podgroup).gang:      # our own gate: the workload is the gang
         return None
     topologies = state.cluster.topologies
     classes = list(state.objects.list("PriorityClass"))

@@ -92,6 +92,7 @@ class ServiceState:
         self.pods_added = 0                      # bumped when a pod appears (a gang waiting for members may be whole)
         self.changes = NodeChanges()             # per node: when room was freed / pods started (refusal cache)
         self.synced_once = False
+        self.served_versions: dict[tuple[str, str], str] = {}    # (group, kind) -> version the source lists
         self.bound: dict[str, dict[Slot, tuple[str, str]]] = {}   # gang -> slot -> (pod key, node)
         self._bound_pod: dict[str, tuple[str, Slot]] = {}         # pod key -> (gang, slot)
         self._bound_locally: dict[str, str] = {}                  # pod key -> node, until the watch says so
@@ -126,6 +127,7 @@ class ServiceState:
     # --- ObjectSink ---------------------------------------------------------------------------------
     def replace(self, kind: WatchedKind, objects: Sequence[Mapping]) -> None:
         with self.lock:
+            self.served_versions[(kind.group, kind.kind)] = kind.version
             self.objects.replace(kind, objects)
             if kind.kind == "Pod":
                 self._reindex_bound()

@@ -30,7 +30,7 @@ from grouper.staleness import grace_period
 from topology.tree import TopologyTree
 
 from .caches import OwnerWaits, TreeCache
-from .native import native_warnings
+from .native import gate_operations, native_warnings
 from .mutate import injection_for, pod_mutation
 from .review import AdmissionRequest
 
@@ -62,6 +62,7 @@ class Context:
     waits: OwnerWaits
     trees: TreeCache
     synced: bool = True           # False until the service's first full list of the cluster
+    gate: Any = None              # app.kube.native_gate.NativeGate, where the service has one
 
     @property
     def owner_grace(self) -> float:
@@ -96,10 +97,10 @@ def _admit_pod(pod: Mapping, context: Context, dry_run: bool) -> Decision:
         return _owner_missing(pod, owner, context, dry_run)
     if not dry_run:
         context.waits.found(_owner_key(owner))
-    return _admit_member(pod, owner_obj, context)
+    return _admit_member(pod, owner_obj, context, dry_run)
 
 
-def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context) -> Decision:
+def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context, dry_run: bool = False) -> Decision:
     try:
         identity, warnings = _identify(pod, owner_obj, context)
     except GroupingError as error:
@@ -118,7 +119,9 @@ def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context) -> Decisio
     injection = injection_for(identity, tree, scheduler, membership=not is_podgroup(owner_obj))
     mutation = pod_mutation(pod, injection)
     unmodelled = _unseen_devices(pod) + _unmodelled_spreads(pod)
-    return Decision(True, mutation.operations, warnings + unmodelled + mutation.warnings + _bad_grace(pod, owner_obj))
+    gate = gate_operations(pod, identity, owner_obj, context.gate, dry_run)
+    return Decision(True, mutation.operations + gate, warnings + unmodelled + mutation.warnings
+                    + _bad_grace(pod, owner_obj))
 
 
 def _bad_grace(pod: Mapping, owner_obj: Mapping) -> list[str]:

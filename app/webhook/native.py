@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from grouper.native import API_GROUP, possible_pods, problems, scheduling_group
+from app.extender.minimum import creates_one_after_another
+from grouper.native import API_GROUP, gang_minimum, possible_pods, problems, scheduling_group
 from topology.tree import TopologyTree
 
 
@@ -29,3 +30,22 @@ def _possible(pod: Mapping, objects) -> int | None:
         return None
     job = objects.get("Job", (pod.get("metadata") or {}).get("namespace") or "default", owner.get("name"), group="batch")
     return possible_pods(job) if job is not None else None
+
+
+def gate_operations(pod: Mapping, identity, owner: Mapping, gate, dry_run: bool) -> list[dict]:
+    """Put a member of one of our gangs into the gang's native PodGroup (app.kube.native_gate), so that
+    kube-scheduler waits for the members itself: a JSONPatch op, and the PodGroup asked for. Nothing for a
+    pod already in a PodGroup (the Job controller's own), where the gate is off or not served, or for a
+    workload whose controller creates its pods only as earlier ones run (its gang never all exists first)."""
+    if gate is None or identity is None or scheduling_group(pod) is not None or not gate.active():
+        return []
+    if creates_one_after_another(owner):
+        return []
+    minimum = gang_minimum(identity.tree)
+    possible = possible_pods(owner)
+    if possible is not None:
+        minimum = max(1, min(minimum, possible))
+    if not dry_run:
+        namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+        gate.ensure(namespace, identity.podgroup_name, minimum, owner)
+    return [{"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": identity.podgroup_name}}]
