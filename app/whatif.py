@@ -13,7 +13,8 @@ from topology.preemption import advise
 from topology.preemption.advice import FITS, NEEDS_NODES
 from topology.preemption.domains import Demand, Domains
 
-from .extender.planning import plan_input
+from .extender.admitted import admitted_tree
+from .extender.planning import identify, plan_input
 from .preemption import running_gangs, search_snapshot
 from .state import ServiceState
 from .state.plans import GANG_REFUSED
@@ -27,8 +28,7 @@ def whatif(state: ServiceState, gang: str) -> dict:
     with state.lock:
         plan = state.plans.get(gang)
         if plan is None:
-            known = ", ".join(sorted(p.key for p in state.plans)) or "none"
-            raise UnknownGang(f"no plan for gang {gang}; known gangs: {known}")
+            return _unplanned(state, gang)
         head = {"gang": gang, "status": plan.status, "reason": plan.reason}
         if plan.status != GANG_REFUSED:
             placement = {str(slot): s.node for slot, s in sorted(plan.slots.items(), key=lambda i: str(i[0]))
@@ -49,6 +49,52 @@ def whatif(state: ServiceState, gang: str) -> dict:
     body["protected_by_budgets"] = dict(sorted(guarded.items()))
     body["preemption"] = state.settings.preemption
     return body
+
+
+def _unplanned(state: ServiceState, gang: str) -> dict:
+    """A gang with no plan: its pods never reached the extender. kube-scheduler asks extenders only about
+    nodes its own filters passed, so a pod that fits on no single node (every node has a GPU or two in use
+    and it wants all eight) is refused before we hear of it. Found by a pending pod of the gang (by the
+    gang's key or its workload's name), it gets the same advice. Call under the state lock."""
+    tree = _pending_gang(state, gang)
+    if tree is None:
+        known = ", ".join(sorted(p.key for p in state.plans)) or "none"
+        raise UnknownGang(f"no plan and no pending pod for gang {gang} (a gang key namespace/pg-..., or its "
+                          f"workload namespace/name); known gangs: {known}")
+    head = {"gang": tree.key, "status": "unplanned",
+            "reason": "no pod of the gang reached the extender (kube-scheduler's own filters left no node)"}
+    snapshot = search_snapshot(state, tree)
+    node_names = list(state.cluster.node_names)
+    if snapshot is None:
+        return {**head, "verdict": NEEDS_NODES, "text": "the gang cannot be planned on this cluster at all",
+                "victims": []}
+    inp, running, others, guarded = snapshot
+    advice = advise(inp, running, protected=set(guarded), occupied_count=others, refused=False)
+    return {**head, **advice.to_json(node_names, inp.resources.names),
+            "protected_by_budgets": dict(sorted(guarded.items())), "preemption": state.settings.preemption}
+
+
+def _pending_gang(state: ServiceState, gang: str):
+    """The gang's tree, each role shaped as its pending pods were admitted (GPU tolerations, default
+    requests: extender.admitted), or None."""
+    namespace, _, name = gang.partition("/")
+    tree, roles = None, set()
+    for pod in state.objects.list("Pod"):
+        metadata = pod.get("metadata") or {}
+        if (metadata.get("namespace") or "default") != namespace or (pod.get("spec") or {}).get("nodeName"):
+            continue
+        try:
+            ident = identify(state, pod)
+        except ValueError:                       # GroupingError: its workload is invalid or not seen yet
+            continue
+        if ident is None or not (ident.gang == gang or (ident.tree.workload or "") in (name, gang)):
+            continue
+        if tree is None:
+            tree = ident.tree
+        if ident.tree.key == tree.key and ident.slot.role not in roles:
+            roles.add(ident.slot.role)
+            tree = admitted_tree(tree, None, ident.slot.role, pod)
+    return tree
 
 
 def closest(state: ServiceState, plan, top: int = 3) -> list[dict]:

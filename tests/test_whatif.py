@@ -123,3 +123,20 @@ def test_plan_whatif_offline_gives_the_same_advice(tmp_path, capsys):
             "priority -5 cannot preempt it") in out
     assert "    evict research/job-b-0 on node-04 (gang research/job-b, priority 0)" in out
     assert "then the gang lands in spine-0/leaf-b on 8 node(s): node-04" in out
+
+
+def test_a_gang_that_never_reached_the_extender_gets_the_same_advice_by_its_workload_name():
+    """kube-scheduler's own filters may leave no node for a gang pod (it fits on no single node), so the
+    extender never plans the gang; its pending pods are enough to advise it, by gang key or workload name."""
+    from app.state import POD_KIND
+
+    client, writer = seed_client(llm=llm_job(priority=-5))
+    state = client.app.state.service
+    pods = job_pods(llm_job(priority=-5))
+    state.apply(POD_KIND, "ADDED", pods[0])                  # pending, never sent through filter
+    assert client.get("/debug/plans").json()["plans"] == []
+    advice = whatif(client, "prod/llm")
+    assert advice["status"] == "unplanned" and advice["verdict"] == "needs-priority"
+    assert advice["domain"] == "spine-0/leaf-b" and sorted(v["pod"] for v in advice["victims"]) == JOB_B
+    assert whatif(client, advice["gang"])["domain"] == "spine-0/leaf-b"       # by the gang's key too
+    assert writer.evictions == [] and client.get("/debug/plans").json()["plans"] == []

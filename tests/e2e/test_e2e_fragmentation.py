@@ -110,3 +110,26 @@ def test_a_gpu_pod_of_no_gang_fills_a_partly_used_node_and_leaves_whole_racks_fr
     assert set(placed.values()) == {used}, placed
     whole = metrics(cluster)[("tas_extender_free_domains", "rack")]
     assert whole == 1                                            # rack y: both nodes entirely free
+
+
+def test_a_gang_kube_scheduler_refuses_itself_is_advised_by_its_workload_name(cluster, ns, priority_classes):
+    """Every node holds 2 GPUs: a pod of 8 GPUs fits on no node, so kube-scheduler refuses the gang's pods
+    in its own filters and never asks the extender; the gauges still show why, and the advice, asked by
+    the Job's name, names the pods whose eviction lets it fit. Followed by hand, the gang lands there."""
+    nodes = ns.add_nodes(TWO_BLOCKS)
+    cluster.create_pods(ns.name, [squatter(f"squat-{node[-2:]}", node) for node in nodes])
+    ns.apply(indexed_job("big", 4, 8, topology(required="block"), priority_class=LOW))
+    deadline = time.monotonic() + 30
+    while len([p for p in cluster.pods(ns.name, "job-name=big")]) < 4 or \
+            metrics(cluster).get(("tas_extender_largest_placeable", "cluster", f"{GPU}=8")) != 0:
+        assert time.monotonic() < deadline, cluster.describe(ns.name)
+        time.sleep(0.3)
+    assert not any(p["namespace"] == ns.name for p in cluster.debug("plans")["plans"])   # never reached us
+    advice = cluster.debug(f"whatif/{ns.name}/big", timeout=15)
+    assert advice["status"] == "unplanned" and advice["verdict"] == "needs-priority", (advice["text"], advice.get("domains"))
+    victims = sorted(v["pod"].split("/", 1)[1] for v in advice["victims"])
+    assert len(victims) == 4
+    block = advice["domain"].rsplit("/", 1)[-1]
+    cluster.plane.kubectl("-n", ns.name, "delete", "pod", *victims, "--wait=false")
+    bound = cluster.wait_bound(ns.name, 4, "job-name=big", timeout=90)
+    assert distinct(cluster, bound, BLOCK) == {block}

@@ -55,15 +55,16 @@ class Advice:
 
 def advise(inp: PlanInput, running: Iterable[RunningGang], *, protected: Iterable[str] = (),
            avoid: Iterable[str] = (), occupied_count: np.ndarray | None = None, budget: int = BUDGET,
-           seconds: float | None = SECONDS, own: PreemptionPlan | None = None) -> Advice:
+           seconds: float | None = SECONDS, own: PreemptionPlan | None = None, refused: bool = True) -> Advice:
     """The advice for a gang the planner refused (see the module docstring). `own`: the search at the
-    gang's own priority when the caller ran it already (the service's preemption)."""
+    gang's own priority when the caller ran it already (the service's preemption); `refused` False: the
+    caller does not know whether the gang fits as things are (the search then asks the planner first)."""
     running = list(running)
     tree = inp.tree
     protected = set(protected)
     if own is None:
         own = select_victims(inp, running, protected=protected, avoid=avoid, occupied_count=occupied_count,
-                             budget=budget, seconds=seconds, refused=True)
+                             budget=budget, seconds=seconds, refused=refused)
     if own.found:
         evicted = freed_units(own.victims, running, inp.resources)
         if not own.victims:
