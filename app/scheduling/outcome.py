@@ -20,10 +20,15 @@ class FilterOutcome:
     # on a cluster with lower-priority pods would find victims on every node and call our preempt verb
     unresolvable: bool = False
     awaiting: tuple[str, int] | None = None            # (gang, pods missing) when refused "waiting for N more pods"
+    everywhere: int = 0                                # unresolvable: `failed`'s one node stands for this many
 
 
-def refuse_all(candidates: Sequence[str], message: str) -> FilterOutcome:
-    """Every candidate fails with the same message."""
+def refuse_all(candidates: Sequence[str], message: str, unresolvable: bool = False) -> FilterOutcome:
+    """Every candidate fails with `message`. Unresolvable, one candidate stands for all of them (filter()
+    says so in its message): kube-scheduler counts the others as unresolvable without a reason."""
+    if unresolvable:
+        return FilterOutcome([], {candidates[0]: message} if candidates else {}, unresolvable=True,
+                             everywhere=len(candidates))
     return FilterOutcome([], dict.fromkeys(candidates, message))
 
 
