@@ -44,7 +44,7 @@ class MemoryWriter:
         pod = self.state.find_pod(namespace, name)
         if pod is None:
             raise LookupError(f"pod {namespace}/{name} is unknown to the standalone cluster "
-                              f"(send it through filter first)")
+                              f"(add it with POST /debug/objects first)")
         return pod
 
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
@@ -75,7 +75,6 @@ class MemoryWriter:
             pod = self._pod(namespace, name)
             if uid and (pod.get("metadata") or {}).get("uid") not in (None, uid):
                 raise EvictionRefused(f"pod {namespace}/{name} has another UID")
-            self.state.seen_pods.pop(f"{namespace}/{name}", None)
             self.state.apply(POD_KIND, "DELETED", pod)
 
     def event(self, involved: Mapping, reason: str, message: str, type_: str = "Normal") -> None:
@@ -89,10 +88,4 @@ class MemoryWriter:
     def _store(self, pod: Mapping) -> None:
         metadata = {**(pod.get("metadata") or {}), "resourceVersion": f"mem-{next(self._resource_version)}"}
         pod = {**pod, "metadata": metadata}
-        key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
-        if key in self.state.seen_pods and self.state.objects.get("Pod", metadata.get("namespace"), metadata.get("name")) is None \
-                and not (pod.get("spec") or {}).get("nodeName"):
-            self.state.seen_pods[key] = pod          # still pending: keep it among the pods met in requests
-            return
-        self.state.seen_pods.pop(key, None)
         self.state.apply(POD_KIND, "MODIFIED", pod)

@@ -40,7 +40,7 @@ def statefulset(name: str = "cache", replicas: int = 8) -> dict:
             "spec": {"replicas": replicas, "serviceName": name, "selector": {"matchLabels": {"app": name}},
                      "template": {"metadata": {"labels": {"app": name}, "annotations": {
                          "kai.scheduler/pod-index-label": "apps.kubernetes.io/pod-index", **SEGMENTS}},
-                         "spec": {"containers": copy.deepcopy(CONTAINERS)}}}}
+                         "spec": {"schedulerName": "tas-scheduler", "containers": copy.deepcopy(CONTAINERS)}}}}
 
 
 def statefulset_pods(workload: dict) -> list[dict]:
@@ -53,7 +53,8 @@ def statefulset_pods(workload: dict) -> list[dict]:
                                      "statefulset.kubernetes.io/pod-name": f"{metadata['name']}-{i}"},
                           "annotations": dict(template["metadata"]["annotations"]),
                           "ownerReferences": [_controller_ref(workload)]},
-             "spec": copy.deepcopy(template["spec"]), "status": {"phase": "Pending"}}
+             "spec": {"schedulerName": "tas-scheduler", **copy.deepcopy(template["spec"])},
+             "status": {"phase": "Pending"}}
             for i in range(workload["spec"]["replicas"])]
 
 
@@ -93,7 +94,8 @@ def jobset_pods(workload: dict) -> list[dict]:
                                       "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name,
                                                            "uid": f"uid-{job_name}", "controller": True,
                                                            "blockOwnerDeletion": True}]},
-                         "spec": copy.deepcopy(template["spec"]), "status": {"phase": "Pending"}})
+                         "spec": {"schedulerName": "tas-scheduler", **copy.deepcopy(template["spec"])},
+             "status": {"phase": "Pending"}})
     return pods
 
 
@@ -113,7 +115,8 @@ def trainer_pods(workload: dict) -> list[dict]:
                           "labels": {"example.com/rank": str(i)},
                           "annotations": dict(template["metadata"]["annotations"]),
                           "ownerReferences": [_controller_ref(workload)]},
-             "spec": copy.deepcopy(template["spec"]), "status": {"phase": "Pending"}}
+             "spec": {"schedulerName": "tas-scheduler", **copy.deepcopy(template["spec"])},
+             "status": {"phase": "Pending"}}
             for i in range(workload["spec"]["replicas"])]
 
 
@@ -179,6 +182,7 @@ def test_statefulset_pods_get_segments_from_the_webhook_and_land_in_them():
         assert mutated["metadata"]["labels"]["kai.scheduler/segment-index"] == str(index // 4)
         assert mutated["metadata"]["annotations"]["pod-group-name"] == "pg-cache-uid-cache"
         mutated["metadata"]["uid"] = pod["metadata"]["uid"]
+        mutated["spec"]["schedulerName"] = "tas-scheduler"      # the template's (the review fixture writes the default)
         placed[index] = schedule(client, mutated)
     for segment in (range(0, 4), range(4, 8)):
         assert len({domain_of(client, placed[i], "rack") for i in segment}) == 1
