@@ -55,6 +55,11 @@ class Settings(BaseSettings):
     url_prefix: str = "/scheduler"
     tls_cert: str | None = None
     tls_key: str | None = None
+    # the CA of kube-scheduler's client certificate: the verbs are then served on verbs_port to its holders only
+    client_ca: str | None = None
+    verbs_port: int = Field(8889, ge=1, le=65535)
+    insecure_verbs: bool = False             # cluster mode without client_ca: serve the verbs to anyone (warned)
+    debug_port: int = Field(8890, ge=1, le=65535)    # cluster mode: /debug and /ui on 127.0.0.1 only
     cluster: str | None = None               # a cluster dump for standalone mode
     kubeconfig: str | None = None
     in_cluster: bool = False

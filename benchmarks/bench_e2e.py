@@ -74,7 +74,8 @@ def start_null_extender(cluster: E2ECluster, bind: bool, stack: bool) -> None:
     script = ROOT / "benchmarks" / ("null_extender_stack.py" if stack else "null_extender.py")
     plane.processes.append(start("null-extender", [sys.executable, script, port, cert, key,
                                                    *(api if bind else [])], plane.folder))
-    config = scheduler_config(f"https://127.0.0.1:{port}", plane.certs.ca_crt.read_bytes())
+    # the same client certificate as tas-scheduler presents (the null extenders do not check it)
+    config = scheduler_config(f"https://127.0.0.1:{port}", plane.certs.ca_crt.read_bytes(), cluster.scheduler_client)
     config["profiles"][0]["schedulerName"] = "null-scheduler"
     for extender in config["extenders"]:
         for verb in ("prioritizeVerb", "preemptVerb", *(() if bind else ("bindVerb",))):

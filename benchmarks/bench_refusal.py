@@ -38,6 +38,7 @@ from synth import GPU, synth_cluster_objects  # noqa: E402
 
 from app.server import create_app  # noqa: E402
 from app.settings import Settings  # noqa: E402
+from app.state import POD_KIND  # noqa: E402
 from grouper import expand_pods  # noqa: E402
 
 SHAPES = {5_000: {"zones": 5, "racks_per_block": 10, "nodes_per_rack": 25},      # 250 nodes per block
@@ -73,7 +74,7 @@ def running_pod(name: str, node: str, *, gpus: int, cpu: str, priority: int) -> 
 def plain_pod(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "bench", "uid": f"uid-{name}"},
-            "spec": {"priority": 0, "containers": [{"name": "main", "image": "app",
+            "spec": {"schedulerName": "tas-scheduler", "priority": 0, "containers": [{"name": "main", "image": "app",
                                                     "resources": {"requests": {"cpu": "100m", "memory": "1Gi"}}}]},
             "status": {"phase": "Pending"}}
 
@@ -106,6 +107,7 @@ class Scheduler:
     async def plain_cycle(self) -> None:
         self.count += 1
         pod = plain_pod(f"{self.prefix}-{self.count}")
+        self.app.state.service.apply(POD_KIND, "ADDED", pod)      # the watch brings it before kube-scheduler asks
         elapsed, answer = await self.filter(pod)
         self.plain.append(elapsed)
         node = answer["NodeNames"][self.count % len(answer["NodeNames"])]
@@ -157,6 +159,7 @@ async def run(node_count: int, cycles: int) -> None:
     for pod in gang_pods:
         pod["metadata"]["uid"] = f"uid-{pod['metadata']['name']}"
         pod["status"] = {"phase": "Pending"}
+        app.state.service.apply(POD_KIND, "ADDED", pod)     # the verbs decide from the service's copy of a pod
 
     alone = Scheduler(app, names, "alone")
     for _ in range(cycles):
