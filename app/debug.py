@@ -15,6 +15,7 @@ from topology.nodes import NodeInfo
 
 from .state.objects import metadata_problem, pod_shape_problem
 from .ui import tree_data
+from .extender import native_groups
 
 
 def node_problem(obj: dict) -> str | None:
@@ -56,6 +57,7 @@ def plans(request: Request) -> dict:
     service = service_of(request)
     with service.lock:
         return {"plans": service.plans.to_json(), "counts": service.plans.status_counts(), "now": service.clock(),
+                "native": native_groups.problems(service),
                 "reservations": service.plans.reservation_count(),
                 "settings": {"strategy": service.settings.strategy,
                              "reservation_ttl": service.settings.reservation_ttl,

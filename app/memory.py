@@ -47,6 +47,12 @@ class MemoryWriter:
                               f"(add it with POST /debug/objects first)")
         return pod
 
+    def create_podgroup(self, namespace: str, body: Mapping) -> None:
+        from .state import kind_of
+        with self._lock:
+            if self.state.objects.get("PodGroup", namespace, body["metadata"]["name"], group="scheduling.k8s.io") is None:
+                self.state.apply(kind_of(body), "ADDED", {**body, "metadata": {**body["metadata"], "namespace": namespace}})
+
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
         with self._lock:
             pod = self._pod(namespace, name)

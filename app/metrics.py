@@ -25,6 +25,9 @@ class Metrics:
                                     "Filter calls held while their gang's last pods were created, by how the hold "
                                     "ended: whole (the gang was complete) or short (its time was up)",
                                     ["outcome"], registry=self.registry)
+        self.member_wait_seconds = Histogram("tas_extender_member_wait_seconds",
+                                             "How long each held filter call was held for its gang's last pods",
+                                             buckets=LATENCY_BUCKETS, registry=self.registry)
         self.replans = Counter("tas_extender_replans", "Slots re-planned, by cause", ["cause"],
                                registry=self.registry)
         self.expired = Counter("tas_extender_reservations_expired", "Gang plans dropped by the reservation TTL",

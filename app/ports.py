@@ -26,6 +26,15 @@ class WatchedKind:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
+NATIVE_KINDS: tuple[WatchedKind, ...] = (
+    WatchedKind("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", True),
+    WatchedKind("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True),
+    WatchedKind("scheduling.k8s.io", "v1beta1", "workloads", "Workload", True),
+    WatchedKind("scheduling.k8s.io", "v1alpha2", "workloads", "Workload", True),
+    WatchedKind("scheduling.k8s.io", "v1beta1", "compositepodgroups", "CompositePodGroup", True),
+    WatchedKind("scheduling.k8s.io", "v1alpha3", "compositepodgroups", "CompositePodGroup", True),
+)
+
 # Everything the service watches (plus Settings.extra_kinds). Kinds whose CRD is not installed are skipped
 # by the source.
 WATCHED_KINDS: tuple[WatchedKind, ...] = (
@@ -47,6 +56,9 @@ WATCHED_KINDS: tuple[WatchedKind, ...] = (
     WatchedKind("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", True),
     WatchedKind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True),
     WatchedKind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
+    # native gangs (Kubernetes v1.36 alpha, v1.37 beta): the first version served wins, none is watched when
+    # the API server serves none (the feature gates are off)
+    *NATIVE_KINDS,
 )
 
 
@@ -99,3 +111,6 @@ class ClusterWriter(Protocol):
 
     def event(self, involved: Mapping, reason: str, message: str, type_: str = "Normal") -> None:
         """Record a core/v1 Event on an object (best effort)."""
+
+    def create_podgroup(self, namespace: str, body: Mapping) -> None:
+        """Create a native scheduling.k8s.io PodGroup (app.kube.native_gate); one that exists is fine."""

@@ -23,6 +23,7 @@ from .cluster_file import load_objects
 from .debug import probes
 from .debug import router as debug_router
 from .extender import GangScheduler, build_router
+from .kube.native_gate import NativeGate
 from .listeners import debug_apart, sub_app, verbs_apart
 from .logs import fields, get_logger
 from .memory import MemoryWriter, load_into
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
     app = FastAPI(title="tas-extender", version="0.1.0", lifespan=lifespan,
                   description="Topology-aware gang and segment scheduler extender")
     app.state.service = state
+    app.state.native_gate = NativeGate(state)
     app.state.listeners = {}                   # routes kept off the main port (see app/listeners.py)
     verbs, debug = build_router(settings.url_prefix), [debug_router, ui_router]
     if verbs_apart(settings):

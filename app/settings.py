@@ -78,6 +78,8 @@ class Settings(BaseSettings):
     # seconds a held gang pod waits for its next sibling; a hold lasts at most four of them, kept under the 5 s
     # httpTimeout of the shipped scheduler configuration
     member_wait: float = Field(0.25, ge=0, le=1)
+    # where PodGroups are served, gate our gangs with a native PodGroup (kube-scheduler waits for the members)
+    native_gate: Literal["auto", "on", "off"] = "auto"
     # seconds a gang may run below its minimum (some pods bound, too few) before its pods are evicted and it
     # is planned again whole, as KAI's stalegangeviction; negative: never (a PodGroup or annotation overrides)
     staleness_grace_period: float = Field(60.0, allow_inf_nan=False)

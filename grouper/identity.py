@@ -29,6 +29,7 @@ class PodIdentity:
     rank: int | None                 # position inside the segment, 0-based
     topology: str | None
     warnings: list[str] = field(default_factory=list)
+    owner: tuple | None = None       # (api group, kind, namespace, name) whose deletion ends the gang, when not the pod's owner
 
 
 def _labels(pod: Mapping) -> Mapping[str, str]:

@@ -22,3 +22,39 @@ from topology.objects import ClusterObjects
 def demo_cluster() -> Cluster:
     """A fresh demo cluster (2 zones x 2 blocks x 2 racks x 4 nodes of 8 GPUs, some busy)."""
     return Cluster.from_objects(ClusterObjects.from_objects(demo_objects()))
+
+
+# ---- one line at the end of every run: what was skipped, and how to run it -------------------------------
+
+SKIPPED_GROUPS = (
+    # (node id prefix or file, group, how to enable it)
+    ("tests/e2e/", "end-to-end",
+     "set TAS_K8S_ASSETS to a folder with the Kubernetes v1.36 binaries (README, Quick start)"),
+    ("tests/test_ui_browser.py", "debug page", "install chromium at /usr/bin/chromium (apt-get install -y chromium)"),
+    ("tests/test_ui_fleet_browser.py", "debug page", "install chromium at /usr/bin/chromium (apt-get install -y chromium)"),
+)
+
+
+def _skip_group(report) -> tuple[str, str]:
+    for prefix, group, how in SKIPPED_GROUPS:
+        if report.nodeid.startswith(prefix):
+            return group, how
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    return report.nodeid.split("::", 1)[0].removeprefix("tests/"), reason
+
+
+def skipped_summary(reports) -> str:
+    """`skipped: 43 end-to-end (set TAS_K8S_ASSETS ...); 11 debug page (install chromium ...)`, or none."""
+    groups: dict[tuple[str, str], int] = {}
+    for report in reports:
+        key = _skip_group(report)
+        groups[key] = groups.get(key, 0) + 1
+    if not groups:
+        return "skipped: nothing"
+    return "skipped: " + "; ".join(f"{count} {group} ({how})" for (group, how), count in groups.items())
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    skipped = [report for report in terminalreporter.stats.get("skipped", []) if report.when in ("setup", "call")]
+    terminalreporter.write_line(skipped_summary(skipped), yellow=bool(skipped), green=not skipped)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from dataclasses import dataclass
 
-from app.extender.member_wait import HOLD_PER_GANG, SHARE, MemberWait
+from app.extender.member_wait import HOLD_PER_GANG, MAX_HOLD, SHARE, MemberWait
 from service_helpers import filter_, make_client, schedule, service
 from test_extender_gang_minimum import kai_member, kai_podgroup
 
@@ -18,6 +19,7 @@ def held(client, outcome: str) -> float:
 
 def test_a_pod_tried_before_its_last_sibling_exists_is_steered_once_the_sibling_appears():
     client = make_client(kai_podgroup("pg-x", 2), member_wait=1.0)
+    service(client).gangs.member_wait.max_hold = math.inf      # the mechanism; the service caps holds at MAX_HOLD
     first, second = kai_member("pg-x", 0), kai_member("pg-x", 1)
     answers = {}
     asking = threading.Thread(target=lambda: answers.setdefault("first", filter_(client, first)))
@@ -36,8 +38,18 @@ def test_a_pod_tried_before_its_last_sibling_exists_is_steered_once_the_sibling_
     assert len(placed) == 2
 
 
+def test_no_call_is_held_longer_than_max_hold():
+    client = make_client(kai_podgroup("pg-x", 2), member_wait=1.0)
+    started = time.monotonic()
+    assert filter_(client, kai_member("pg-x", 0))["NodeNames"] == []
+    assert time.monotonic() - started < 0.5                      # MAX_HOLD is 5 ms; the call itself is quick
+    histogram = service(client).metrics.member_wait_seconds
+    assert histogram._sum.get() <= MAX_HOLD + 0.003 and held(client, "short") == 1
+
+
 def test_a_gang_kept_short_waits_only_while_its_pods_come_then_is_refused_at_once():
     client = make_client(kai_podgroup("pg-x", 4), member_wait=0.02)
+    service(client).gangs.member_wait.max_hold = math.inf
     pods = [kai_member("pg-x", i) for i in range(4)]
     for pod in [*pods[:3], *pods[:3]]:
         answer = filter_(client, pod)
@@ -92,7 +104,7 @@ def test_a_hold_asks_again_only_when_a_pod_appeared_and_ends_when_the_gang_is_wh
     async def decide():
         asked.append(pods[0])
         return Waiting(("ns/g", 2 - pods[0]) if pods[0] < 2 else None)
-    wait = MemberWait(1.0, lambda: pods[0], ends.append, clock=Ticking(0.001), poll=0)
+    wait = MemberWait(1.0, lambda: pods[0], ends.append, clock=Ticking(0.001), poll=0, max_hold=math.inf)
     outcome = run_hold(wait, decide, pods, [5, 5])
     assert outcome.awaiting is None and ends == [True]
     assert asked == [0, 1, 2], "asked at first, then once after each pod that appeared"
@@ -103,7 +115,7 @@ def test_a_stuck_gang_is_held_one_quiet_period_and_never_again():
 
     async def decide():
         return Waiting(("ns/g", 5))         # the pods that appear are not the gang's
-    wait = MemberWait(0.1, lambda: pods[0], ends.append, clock=Ticking(0.01), poll=0)
+    wait = MemberWait(0.1, lambda: pods[0], ends.append, clock=Ticking(0.01), poll=0, max_hold=math.inf)
     run_hold(wait, decide, pods, [1] * 50)
     assert ends == [False] and 0.1 <= wait._gangs["ns/g"].held < 0.15
     for _ in range(5):
@@ -116,7 +128,7 @@ def test_a_slowly_growing_gang_is_held_at_most_four_quiet_periods():
 
     async def decide():
         return Waiting(("ns/g", 1000 - pods[0]))       # a pod of the gang comes every few looks
-    wait = MemberWait(0.1, lambda: pods[0], ends.append, clock=Ticking(0.01), poll=0)
+    wait = MemberWait(0.1, lambda: pods[0], ends.append, clock=Ticking(0.01), poll=0, max_hold=math.inf)
     for _ in range(3):
         run_hold(wait, decide, pods, [5] * 200)
     assert HOLD_PER_GANG * 0.1 - 0.05 <= wait._gangs["ns/g"].held < HOLD_PER_GANG * 0.1 + 0.05
@@ -125,7 +137,7 @@ def test_a_slowly_growing_gang_is_held_at_most_four_quiet_periods():
 
 def test_holds_of_many_gangs_take_at_most_a_share_of_the_time():
     pods, clock = [0], Ticking(0.01)
-    wait = MemberWait(0.1, lambda: pods[0], clock=clock, poll=0)
+    wait = MemberWait(0.1, lambda: pods[0], clock=clock, poll=0, max_hold=math.inf)
     for n in range(100):                           # a hundred new gangs, none of which ever completes
         async def decide(name=f"ns/g{n}"):
             return Waiting((name, 3))
@@ -143,7 +155,7 @@ def test_a_gang_that_lost_a_pod_is_held_again_when_its_replacement_comes():
     async def decide():
         return Waiting(("ns/g", missing[0]))
     clock = Ticking(0.01)
-    wait = MemberWait(0.1, lambda: pods[0], ends.append, clock=clock, poll=0)
+    wait = MemberWait(0.1, lambda: pods[0], ends.append, clock=clock, poll=0, max_hold=math.inf)
     run_hold(wait, decide, pods, [])                 # first seen: held one quiet period
     clock.now += 10
     missing[0] = 2                                   # a pod was deleted

@@ -1,4 +1,4 @@
-"""Every request recorded from a real kube-scheduler v1.36 (../shared/fixtures/kube-scheduler-1.36/) is a
+"""Every request recorded from a real kube-scheduler v1.36 (tests/fixtures/kube-scheduler-1.36/) is a
 test case: the service parses it, answers it, and the answer has the shape kube-scheduler accepted.
 
 The recorded pods are plain pods, so the answers pass every node with neutral scores; the bind requests
@@ -14,10 +14,9 @@ from fastapi.testclient import TestClient
 from app.server import create_app
 from app.settings import Settings
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "kube-scheduler-1.36"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kube-scheduler-1.36"
 MODES = ("nodecache-true", "nodecache-false")
 
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"recorded fixtures not found at {FIXTURES}")
 
 
 def _load(path: Path):
@@ -44,9 +43,27 @@ def _recorded_nodes() -> list[dict]:
     return [{**node, "apiVersion": "v1", "kind": "Node"} for node in nodes.values()]
 
 
+def _recorded_pods() -> list[dict]:
+    """The pods of the recorded requests, as the service's watch would hold them: the verbs decide from the
+    service's copy of a pod, never from the request body."""
+    pods: dict[tuple, dict] = {}
+    for mode in MODES:
+        for verb in ("filter", "prioritize", "preempt"):
+            for path in _requests(mode, verb):
+                pod = _load(path).get("Pod")
+                if pod:
+                    metadata = pod["metadata"]
+                    pods.setdefault((metadata.get("namespace"), metadata["name"]), {**pod, "apiVersion": "v1",
+                                                                                     "kind": "Pod"})
+    return list(pods.values())
+
+
 @pytest.fixture(scope="module")
 def client() -> TestClient:
-    app = create_app(Settings(), objects=_recorded_nodes())
+    pods = _recorded_pods()
+    profiles = sorted({pod["spec"].get("schedulerName") or "default-scheduler" for pod in pods})
+    assert profiles == ["default-scheduler"]       # the recording rig's extender served the default profile
+    app = create_app(Settings(scheduler_name=",".join(profiles)), objects=_recorded_nodes() + pods)
     return TestClient(app)
 
 

@@ -518,7 +518,8 @@ def test_extender_runs_as_the_image_user():
 # --- RBAC ----------------------------------------------------------------------------------------------------------
 
 EXTENDER_WRITES = {("", "pods/binding", "create"), ("", "pods", "patch"), ("", "pods/eviction", "create"),
-                   ("", "events", "create"), ("", "events", "patch")}
+                   ("", "events", "create"), ("", "events", "patch"),
+                   ("scheduling.k8s.io", "podgroups", "create")}      # the native gate (app.kube.native_gate)
 
 
 def extender_cluster_rules(docs: list[dict]) -> list[dict]:

@@ -71,6 +71,10 @@ def register(subparsers) -> None:
              "the time for all gangs), rather than refuse it into kube-scheduler's 1-2 s backoff; 0 refuses at "
              "once (TAS_MEMBER_WAIT, default 0.25, at most 1: four of them stay under kube-scheduler's "
              "httpTimeout of 5 s)")
+    add("--native-gate", choices=("auto", "on", "off"),
+        help="where the API server serves scheduling.k8s.io PodGroups, put every member of a gang into a native "
+             "PodGroup (minCount = the gang's minimum) so that kube-scheduler itself waits for the members "
+             "(TAS_NATIVE_GATE, default auto: when served; off: never)")
     add("--staleness-grace-period", type=float, metavar="SECONDS",
         help="evict the bound pods of a gang that has run below its minimum (some pods bound, too few) for "
              "this long, so that it is planned again whole, as KAI's stale gang eviction; negative never evicts; "

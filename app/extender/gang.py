@@ -71,7 +71,8 @@ class GangScheduler:
         self.stale = StaleGangs(state)
         self.member_wait = MemberWait(
             state.settings.member_wait, lambda: state.pods_added,
-            lambda whole: state.metrics.member_waits.labels("whole" if whole else "short").inc())
+            lambda whole: state.metrics.member_waits.labels("whole" if whole else "short").inc(),
+            on_seconds=state.metrics.member_wait_seconds.observe)
         state.on_nodes_changed(self.revalidate)
 
     # ------------------------------------------------------------------------------------------------
@@ -249,7 +250,7 @@ class GangScheduler:
         if plan is None:
             plan = self.plan_gang(tree, candidates={ident.slot.role: list(candidates)}, pod=pod_key(pod))
         if plan.owner is None:
-            plan.owner = planning.owner_key(pod)
+            plan.owner = ident.owner or planning.owner_key(pod)
         return plan
 
     def _replan_roles(self, plan: GangPlan, tree: GroupTree, roles: list[str], pod: str) -> None:

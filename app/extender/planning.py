@@ -16,7 +16,7 @@ from topology.plan import Plan, PlanInput
 from topology.planner import build_plan_input, plan_gang
 
 from ..state import ServiceState
-from . import pod_affinity
+from . import native_groups, pod_affinity
 from .names import candidate_mask
 from .occupancy import exclusive_occupancy, occupied_count
 
@@ -54,6 +54,9 @@ def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
     """The pod's gang and slot; None for a plain pod (or one whose owner's kind is not watched, such as a
     ReplicaSet or a custom kind missing from --extra-kinds). Raises GroupingError for a pod whose workload
     is invalid, or whose PodGroup / opted-in workload the service has not seen yet (the scheduler retries)."""
+    native = native_groups.identify(state, pod)      # a native gang PodGroup (spec.schedulingGroup) first
+    if native is not None:
+        return native
     owner = owner_of(pod)
     if owner is None:
         return None

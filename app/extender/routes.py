@@ -101,7 +101,7 @@ def build_router(prefix: str) -> APIRouter:
 
     # Plain Starlette routes: each handler reads and answers the raw body itself, so FastAPI's
     # per-request dependency and response handling would only add time (about 0.04 ms a call, a tenth
-    # of a gang pod's filter at 5,000 nodes). They are not in /openapi.json; the README documents them.
+    # of a gang pod's filter at 5,000 nodes). They are not in /openapi.json; docs/service.md documents them.
     for verb, handler in (("filter", _filter), ("prioritize", _prioritize), ("bind", _bind), ("preempt", _preempt)):
         router.add_route(f"{prefix}/{verb}", timed(verb, handler), methods=["POST"])
     return router

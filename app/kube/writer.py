@@ -60,6 +60,15 @@ class KubeWriter:
                 raise BindConflict(error.message, bound_to.group(1) if bound_to else None) from error
             raise
 
+    def create_podgroup(self, namespace: str, body: Mapping) -> None:
+        """Create a native PodGroup; one that exists already (409) is fine."""
+        version = str(body.get("apiVersion") or "").split("/", 1)[-1]
+        try:
+            self.api.request("POST", f"/apis/scheduling.k8s.io/{version}/namespaces/{namespace}/podgroups", body=dict(body))
+        except KubeApiError as error:
+            if error.status != 409:
+                raise
+
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
         self.api.request("PATCH", _pods(namespace, name), body={"metadata": {"annotations": dict(annotations)}},
                          content_type=MERGE_PATCH)

@@ -20,6 +20,7 @@ import numpy as np
 
 from grouper import group_workload
 from grouper.kinds import suspended
+from grouper.native import scheduling_group
 from grouper.podgroups import is_podgroup
 from topology.cluster import Cluster, is_bound_and_running, pod_key
 from topology.groups import Slot
@@ -90,6 +91,7 @@ class ServiceState:
         self.pods_added = 0                      # bumped when a pod appears (a gang waiting for members may be whole)
         self.changes = NodeChanges()             # per node: when room was freed / pods started (refusal cache)
         self.synced_once = False
+        self.served_versions: dict[tuple[str, str], str] = {}    # (group, kind) -> version the source lists
         self.bound: dict[str, dict[Slot, tuple[str, str]]] = {}   # gang -> slot -> (pod key, node)
         self._bound_pod: dict[str, tuple[str, Slot]] = {}         # pod key -> (gang, slot)
         self._bound_locally: dict[str, str] = {}                  # pod key -> node, until the watch says so
@@ -123,6 +125,7 @@ class ServiceState:
     # --- ObjectSink ---------------------------------------------------------------------------------
     def replace(self, kind: WatchedKind, objects: Sequence[Mapping]) -> None:
         with self.lock:
+            self.served_versions[(kind.group, kind.kind)] = kind.version
             self.objects.replace(kind, objects)
             if kind.kind == "Pod":
                 self._reindex_bound()
@@ -374,7 +377,7 @@ class ServiceState:
         metadata = pod.get("metadata") or {}
         namespace = metadata.get("namespace") or "default"
         names = {(metadata.get("annotations") or {}).get(PODGROUP_KEYS[0]),
-                 (metadata.get("labels") or {}).get(PODGROUP_KEYS[1])} - {None, ""}
+                 (metadata.get("labels") or {}).get(PODGROUP_KEYS[1]), scheduling_group(pod)} - {None, ""}
         for group in names:
             if event != "DELETED":
                 self.podgroup_pods.setdefault((namespace, group), {})[metadata.get("name")] = pod

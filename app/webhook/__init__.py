@@ -41,7 +41,7 @@ async def webhook_context(request: Request) -> Context:
     if trees is None:
         trees = app_state.webhook_trees = TreeCache()
     return Context(service.objects, service.topologies, service.settings, waits, trees,
-                   synced=getattr(service, "synced_once", True))
+                   synced=getattr(service, "synced_once", True), gate=getattr(app_state, "native_gate", None))
 
 
 def _json(body: dict, status_code: int = 200) -> Response:

@@ -30,6 +30,7 @@ from grouper.staleness import grace_period
 from topology.tree import TopologyTree
 
 from .caches import OwnerWaits, TreeCache
+from .native import gate_operations, native_warnings
 from .mutate import injection_for, pod_mutation
 from .review import AdmissionRequest
 
@@ -61,6 +62,7 @@ class Context:
     waits: OwnerWaits
     trees: TreeCache
     synced: bool = True           # False until the service's first full list of the cluster
+    gate: Any = None              # app.kube.native_gate.NativeGate, where the service has one
 
     @property
     def owner_grace(self) -> float:
@@ -80,18 +82,25 @@ def admit(request: AdmissionRequest, context: Context) -> Decision:
     if problem:
         return Decision.deny(problem, 400, "BadRequest")
     pod = _with_namespace(request.object, request.namespace)
+    decision = _admit_pod(pod, context, request.dry_run)
+    if decision.allowed:
+        decision.warnings += native_warnings(pod, context.objects, context.topologies)
+    return decision
+
+
+def _admit_pod(pod: Mapping, context: Context, dry_run: bool) -> Decision:
     owner = owner_of(pod)
     if owner is None:
         return Decision(warnings=_not_grouped_note(pod, "it has no owner"))
     owner_obj = context.objects.get(owner.kind, owner.namespace, owner.name, group=_api_group(owner.api_version))
     if owner_obj is None or not context.synced:
-        return _owner_missing(pod, owner, context, request.dry_run)
-    if not request.dry_run:
+        return _owner_missing(pod, owner, context, dry_run)
+    if not dry_run:
         context.waits.found(_owner_key(owner))
-    return _admit_member(pod, owner_obj, context)
+    return _admit_member(pod, owner_obj, context, dry_run)
 
 
-def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context) -> Decision:
+def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context, dry_run: bool = False) -> Decision:
     try:
         identity, warnings = _identify(pod, owner_obj, context)
     except GroupingError as error:
@@ -110,7 +119,9 @@ def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context) -> Decisio
     injection = injection_for(identity, tree, scheduler, membership=not is_podgroup(owner_obj))
     mutation = pod_mutation(pod, injection)
     unmodelled = _unseen_devices(pod) + _unmodelled_spreads(pod)
-    return Decision(True, mutation.operations, warnings + unmodelled + mutation.warnings + _bad_grace(pod, owner_obj))
+    gate = gate_operations(pod, identity, owner_obj, context.gate, dry_run)
+    return Decision(True, mutation.operations + gate, warnings + unmodelled + mutation.warnings
+                    + _bad_grace(pod, owner_obj))
 
 
 def _bad_grace(pod: Mapping, owner_obj: Mapping) -> list[str]:

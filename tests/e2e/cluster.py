@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import time
 import urllib.request
 from collections.abc import Callable
@@ -288,6 +289,8 @@ class E2ECluster:
         finishes graceful deletion); wait until the extender holds no plan of the namespace, so that a
         gang of this test is not moved onto the next test's nodes when this test's nodes go."""
         self.plane.kubectl("delete", WORKLOAD_KINDS, "--all", "-n", namespace, "--wait=false", check=False)
+        if self.plane.gates:          # native objects are served only with the gates on
+            self.plane.kubectl("delete", NATIVE_KINDS, "--all", "-n", namespace, "--wait=false", check=False)
         self.plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
         self._delete_pods(namespace)
         self._wait_no_plans(namespace)
@@ -299,6 +302,12 @@ class E2ECluster:
             raise OSError("no tas-extender replica is ready")
         with urllib.request.urlopen(f"http://127.0.0.1:{leader.debug_port}/debug/{path}", timeout=timeout) as answer:
             return json.load(answer)
+
+    def metrics(self, timeout: float = 5) -> str:
+        """The extender's Prometheus /metrics text."""
+        context = ssl.create_default_context(cafile=str(self.plane.certs.ca_crt))
+        with urllib.request.urlopen(f"{self.url}/metrics", context=context, timeout=timeout) as answer:
+            return answer.read().decode()
 
     def _wait_no_plans(self, namespace: str, timeout: float = 15) -> None:
         deadline = time.monotonic() + timeout
@@ -330,6 +339,9 @@ class E2ECluster:
 
 # what the tests create that owns pods or gangs ("all" holds Jobs, ReplicaSets, StatefulSets, DaemonSets, ...)
 WORKLOAD_KINDS = "all,tfjobs.kubeflow.org,leaderworkersets.leaderworkerset.x-k8s.io,podgroups.scheduling.run.ai"
+
+
+NATIVE_KINDS = "podgroups.scheduling.k8s.io,workloads.scheduling.k8s.io"
 
 
 def _plural(kind: str) -> str:

@@ -11,19 +11,40 @@ import re
 import pytest
 
 from cluster import E2ECluster
-from controlplane import ControlPlane, find_binaries
+from controlplane import ControlPlane, find_binaries, gates_from_env
 
 
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory):
+def _plane(tmp_path_factory, gates: bool):
     binaries, reason = find_binaries()
     if reason:
         pytest.skip(reason)
-    plane = ControlPlane(binaries, tmp_path_factory.mktemp("control-plane"))
+    plane = ControlPlane(binaries, tmp_path_factory.mktemp("control-plane-gates" if gates else "control-plane"),
+                         gates=gates)
     try:
         yield plane.start()
     finally:
         plane.stop()
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory):
+    """The suite's control plane: native workload scheduling gates off, unless TAS_E2E_GATES=on."""
+    yield from _plane(tmp_path_factory, gates_from_env())
+
+
+@pytest.fixture(scope="session")
+def native_cluster(request, tmp_path_factory):
+    """A cluster with the native gates on (PodGroups served): the suite's own when TAS_E2E_GATES=on, else a
+    second control plane started for the native tests only."""
+    if gates_from_env():
+        yield request.getfixturevalue("cluster")
+        return
+    for plane in _plane(tmp_path_factory, True):
+        e2e = E2ECluster(plane)
+        try:
+            yield e2e.install()
+        finally:
+            e2e.stop()
 
 
 @pytest.fixture(scope="session")
@@ -62,14 +83,24 @@ class TestNamespace:
         self.cluster.delete_nodes(self.nodes)
 
 
-@pytest.fixture
-def ns(cluster, request):
+def _namespace(cluster, request):
     name = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower().removeprefix("test_"))[:40].strip("-")
     namespace = TestNamespace(cluster, f"{name}-{next(_serial)}")
     yield namespace
     if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
         print(cluster.extender.logs())
     namespace.close()
+
+
+@pytest.fixture
+def ns(cluster, request):
+    yield from _namespace(cluster, request)
+
+
+@pytest.fixture
+def native_ns(native_cluster, request):
+    """A namespace (and nodes) on the cluster with the native gates on."""
+    yield from _namespace(native_cluster, request)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -20,6 +20,19 @@ from pathlib import Path
 import yaml
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+# Native workload scheduling (v1.36 alpha, off by default): every component gets the gates, the API server
+# also serves scheduling.k8s.io/v1alpha2 (Workload, PodGroup). TAS_E2E_GATES=on runs the whole suite so.
+NATIVE_GATES = ("GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true,"
+                "WorkloadAwarePreemption=true")
+NATIVE_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+
+
+def gates_from_env() -> bool:
+    """Whether the session's control plane runs with the native gates on (TAS_E2E_GATES=on)."""
+    value = os.environ.get("TAS_E2E_GATES", "off").lower()
+    if value not in ("on", "off"):
+        raise ValueError(f"TAS_E2E_GATES={value!r} is invalid; valid: on, off")
+    return value == "on"
 ADMISSION_PLUGINS = "Priority,LimitRanger,ExtendedResourceToleration,MutatingAdmissionWebhook"
 
 
@@ -156,6 +169,12 @@ class ControlPlane:
     processes: list[Process] = field(default_factory=list)
     server: str = ""
     admin_kubeconfig: Path | None = None
+    gates: bool = False                  # native workload scheduling feature gates on every component
+
+    def _gate_args(self, apiserver: bool = False) -> list[str]:
+        if not self.gates:
+            return []
+        return ["--feature-gates", NATIVE_GATES] + (["--runtime-config", NATIVE_RUNTIME_CONFIG] if apiserver else [])
 
     def start(self) -> "ControlPlane":
         self.certs = Certificates(self.folder / "pki")
@@ -191,7 +210,8 @@ class ControlPlane:
             "--service-account-key-file", self.certs.sa_pub,
             "--service-account-signing-key-file", self.certs.sa_key,
             "--service-cluster-ip-range", "10.0.0.0/24", "--endpoint-reconciler-type", "none",
-            "--authorization-mode", "Node,RBAC", "--enable-admission-plugins", ADMISSION_PLUGINS], self.folder)
+            "--authorization-mode", "Node,RBAC", "--enable-admission-plugins", ADMISSION_PLUGINS,
+            *self._gate_args(apiserver=True)], self.folder)
         self.processes.append(apiserver)
         self.admin_kubeconfig = write_kubeconfig(self.folder / "admin.kubeconfig", self.server,
                                                  self.certs.ca_crt, *admin)
@@ -207,7 +227,7 @@ class ControlPlane:
             "--use-service-account-credentials", "--leader-elect=false",
             "--bind-address", "127.0.0.1", "--secure-port", free_port(),
             # No kubelet: the node lifecycle controller would mark every node unreachable and evict its pods.
-            "--controllers", "*,-node-lifecycle-controller"], self.folder)
+            "--controllers", "*,-node-lifecycle-controller", *self._gate_args()], self.folder)
         self.processes.append(manager)
 
     def component_kubeconfig(self, name: str, user: str) -> Path:
@@ -225,7 +245,7 @@ class ControlPlane:
         scheduler = start(name, [
             self.binaries["kube-scheduler"], "--config", path, "--bind-address", "127.0.0.1",
             "--secure-port", port, "--authentication-kubeconfig", kubeconfig,
-            "--authorization-kubeconfig", kubeconfig], self.folder)
+            "--authorization-kubeconfig", kubeconfig, *self._gate_args()], self.folder)
         scheduler.port = port
         self.processes.append(scheduler)
         context = _self_signed_context()

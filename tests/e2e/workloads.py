@@ -136,3 +136,14 @@ def plan_slots(cluster, gang_namespace: str) -> dict[str, str]:
 
 THREE_RACKS = {f"{r}{n}": ("zone-a", "block-a", f"rack-{r}") for r in "xyz" for n in range(4)}
 ELSEWHERE = {f"o{n}": ("zone-a", "block-o", "rack-o") for n in range(4)}
+
+
+def held_over(metrics: str, limit: float) -> float:
+    """Filter calls the extender held longer than `limit` seconds (tas_extender_member_wait_seconds)."""
+    total, within = 0.0, 0.0
+    for line in metrics.splitlines():
+        if line.startswith("tas_extender_member_wait_seconds_count"):
+            total += float(line.split()[-1])
+        if line.startswith("tas_extender_member_wait_seconds_bucket") and f'le="{limit}"' in line:
+            within += float(line.split()[-1])
+    return total - within

@@ -1,0 +1,144 @@
+"""Native gangs (scheduling.k8s.io PodGroups) as the service finds them: the objects a pod naming a PodGroup
+leads to, fed to the pure grouper.native. One grouping per object versions and member set (cached)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from grouper import GroupingError, PodIdentity, group_workload, identify_pod, owner_of
+from grouper.kinds import workload_shape
+from grouper.native import (API_GROUP, constrain, controller_ref, group_native, group_native_tree, is_gate,
+                            native_identity, parent_name, policy_of, scheduling_group, templates, workload_name)
+from grouper.workloads import opts_in
+from topology.cluster import pod_key
+
+from ..state import ServiceState
+
+
+def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
+    """The gang of a pod naming a native gang PodGroup; None when it names none, or a `basic` one (its
+    workload decides then). Raises GroupingError for a PodGroup that is missing or invalid."""
+    from .planning import _cached, _version          # planning calls us first, for every pod
+
+    name = scheduling_group(pod)
+    if name is None:
+        return None
+    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+    podgroup = state.objects.get("PodGroup", namespace, name, group=API_GROUP)
+    if podgroup is None:
+        if not state.watches(API_GROUP, "PodGroup"):
+            return None
+        raise GroupingError(f"PodGroup {namespace}/{name}, named by spec.schedulingGroup.podGroupName of pod "
+                            f"{pod_key(pod)}, does not exist (or is not seen by the extender yet)")
+    if is_gate(podgroup) or not policy_of(podgroup).gang:      # our own gate: the workload is the gang
+        return None
+    topologies = state.cluster.topologies
+    classes = list(state.objects.list("PriorityClass"))
+    versions = (state.rebuilds, tuple(_version(c) for c in classes))
+    workload = _workload(state, podgroup)
+    controller = _controller(state, pod, workload)
+    if controller is not None and opts_in(controller):      # our annotations shape the gang, inside the PodGroup
+        def grouped():
+            trees = group_workload(controller, topologies, classes)
+            return [constrain(tree, podgroup, topologies) for tree in trees], workload_shape(controller)
+        trees, shape = _cached(state, ("native-ours", _version(controller), _version(podgroup), versions), grouped)
+        return identify_pod(pod, controller, topologies, trees=trees, shape=shape)
+    if workload is not None and (templates(workload) > 1 or parent_name(podgroup)):
+        return _tree_identity(state, pod, workload, versions)
+    pods = _pods(state, namespace, [name], pod)
+    key = ("native", _version(podgroup), tuple(sorted(_member(p) for p in pods)), versions)
+    tree = _cached(state, key, lambda: group_native(podgroup, pods, topologies, classes))
+    return native_identity(pod, tree, pods, owner=(API_GROUP, "PodGroup", namespace, name))
+
+
+def _tree_identity(state: ServiceState, pod: Mapping, workload: Mapping, versions: tuple) -> PodIdentity:
+    """Several PodGroups of one Workload (several templates, or CompositePodGroups): one gang."""
+    from .planning import _cached, _version
+
+    metadata = workload.get("metadata") or {}
+    namespace, name = metadata.get("namespace") or "default", metadata.get("name") or ""
+    podgroups = _of_workload(state, "PodGroup", namespace, name)
+    composites = _of_workload(state, "CompositePodGroup", namespace, name)
+    pods = _pods(state, namespace, [(g.get("metadata") or {}).get("name") for g in podgroups], pod)
+    key = ("native-tree", _version(workload), tuple(_version(o) for o in [*podgroups, *composites]),
+           tuple(sorted(_member(p) for p in pods)), versions)
+    classes = list(state.objects.list("PriorityClass"))
+    tree = _cached(state, key, lambda: group_native_tree(name, namespace, podgroups, composites, pods,
+                                                         state.cluster.topologies, classes))
+    return native_identity(pod, tree, pods, owner=(API_GROUP, "Workload", namespace, name))
+
+
+def _of_workload(state: ServiceState, kind: str, namespace: str, workload: str) -> list[Mapping]:
+    found = [o for o in state.objects.list(kind, group=API_GROUP)
+             if (o.get("metadata") or {}).get("namespace") == namespace and workload_name(o) == workload]
+    return sorted(found, key=lambda o: (o.get("metadata") or {}).get("name") or "")
+
+
+def _workload(state: ServiceState, podgroup: Mapping) -> Mapping | None:
+    name = workload_name(podgroup)
+    namespace = (podgroup.get("metadata") or {}).get("namespace") or "default"
+    return state.objects.get("Workload", namespace, name, group=API_GROUP) if name else None
+
+
+def _controller(state: ServiceState, pod: Mapping, workload: Mapping | None) -> Mapping | None:
+    """The object our annotations sit on: the Workload's controllerRef, else the pod's controller."""
+    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+    ref = controller_ref(workload) if workload is not None else None
+    if ref is not None:
+        return state.objects.get(ref[1], namespace, ref[2], group=ref[0])
+    owner = owner_of(pod)
+    if owner is None or owner.kind == "PodGroup":
+        return None
+    group = owner.api_version.split("/", 1)[0] if "/" in owner.api_version else ""
+    return state.objects.get(owner.kind, owner.namespace, owner.name, group=group)
+
+
+def _pods(state: ServiceState, namespace: str, groups: list, pod: Mapping) -> list[Mapping]:
+    """The pods naming any of `groups` (from the watch and from requests), this one included."""
+    own = pod_key(pod)
+    found = [pod]
+    for group in groups:
+        found += [p for p in state.podgroup_pods.get((namespace, group), {}).values()
+                  if scheduling_group(p) == group and pod_key(p) != own]
+    return found
+
+
+def _member(pod: Mapping) -> tuple:
+    metadata = pod.get("metadata") or {}
+    return (metadata.get("name") or "", metadata.get("uid"), metadata.get("generation"), scheduling_group(pod))
+
+
+def problems(state: ServiceState) -> list[dict]:
+    """Native objects we cannot place as asked, for /debug/plans: PodGroups with an invalid policy, a key no
+    topology has or a minCount above the pods their workload can have; pods naming a missing PodGroup."""
+    from grouper.native import possible_pods, problems as podgroup_problems
+
+    found = []
+    topologies = state.topologies
+    for podgroup in state.objects.list("PodGroup", group=API_GROUP):
+        metadata = podgroup.get("metadata") or {}
+        controller = _controller_of_podgroup(state, podgroup)
+        possible = possible_pods(controller) if controller is not None else None
+        for problem in podgroup_problems(podgroup, topologies, possible):
+            found.append({"podgroup": f"{metadata.get('namespace')}/{metadata.get('name')}", "problem": problem})
+    for (namespace, group), pods in sorted(state.podgroup_pods.items()):
+        named = sorted(key for key, p in pods.items() if scheduling_group(p) == group)
+        if named and state.objects.get("PodGroup", namespace, group, group=API_GROUP) is None:
+            found.append({"podgroup": f"{namespace}/{group}",
+                          "problem": f"PodGroup {namespace}/{group} does not exist; {len(named)} pods name it in "
+                                     f"spec.schedulingGroup.podGroupName ({', '.join(named[:5])}"
+                                     f"{', ...' if len(named) > 5 else ''}) and wait for it"})
+    return found
+
+
+def _controller_of_podgroup(state: ServiceState, podgroup: Mapping) -> Mapping | None:
+    workload = _workload(state, podgroup)
+    ref = controller_ref(workload) if workload is not None else None
+    if ref is None:
+        refs = (podgroup.get("metadata") or {}).get("ownerReferences") or []
+        owner = next((r for r in refs if r.get("controller")), None)
+        if owner is None:
+            return None
+        api = str(owner.get("apiVersion") or "")
+        ref = (api.split("/", 1)[0] if "/" in api else "", owner.get("kind"), owner.get("name"))
+    namespace = (podgroup.get("metadata") or {}).get("namespace") or "default"
+    return state.objects.get(ref[1], namespace, ref[2], group=ref[0])

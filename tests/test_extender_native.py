@@ -1,0 +1,143 @@
+"""Native PodGroups (scheduling.k8s.io) through the extender's verbs, in standalone mode on the demo cluster."""
+from __future__ import annotations
+
+from service_helpers import GPU, bind, domain_of, filter_, make_client, service
+
+RACK = "network.example.com/rack"
+
+
+def reason(answer: dict) -> str:
+    failed = {**answer["FailedNodes"], **answer.get("FailedAndUnresolvableNodes", {})}
+    return next(iter(failed.values()))
+
+
+def native_podgroup(name="pg", minimum=8, key=RACK, namespace="team"):
+    spec = {"schedulingPolicy": {"gang": {"minCount": minimum}}}
+    if key:
+        spec["schedulingConstraints"] = {"topology": [{"key": key}]}
+    return {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": spec}
+
+
+def member(name, group="pg", namespace="team", gpus=2):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"schedulingGroup": {"podGroupName": group},
+                     "containers": [{"name": "c", "image": "x", "resources": {"limits": {GPU: str(gpus)}}}]},
+            "status": {"phase": "Pending"}}
+
+
+def test_a_native_podgroup_waits_for_min_count_then_lands_in_one_rack():
+    client = make_client(native_podgroup())
+    pods = [member(f"w-{i}") for i in range(8)]
+    for pod in pods[:7]:                       # pods come one by one: none gets a node before the 8th exists
+        answer = filter_(client, pod)
+        assert not answer["NodeNames"]
+        assert "waiting for" in reason(answer)
+    nodes = {}
+    for pod in [pods[7], *pods[:7]]:
+        answer = filter_(client, pod)
+        assert len(answer["NodeNames"]) == 1, reason(answer)
+        assert bind(client, pod, answer["NodeNames"][0]) == ""
+        nodes[pod["metadata"]["name"]] = answer["NodeNames"][0]
+    assert len({domain_of(client, node, "rack") for node in nodes.values()}) == 1
+    plans = client.get("/debug/plans").json()["plans"]
+    assert [p["gang"] for p in plans] == ["team/pg"]
+    plan = client.get("/debug/plans/team/pg").json()
+    assert len(plan["slots"]) == 8 and {s["status"] for s in plan["slots"]} == {"bound"}
+    assert service(client).plans.get("team/pg").owner == ("scheduling.k8s.io", "PodGroup", "team", "pg")
+
+
+def test_an_unknown_key_refuses_the_gang_and_shows_in_debug_plans():
+    client = make_client(native_podgroup(minimum=1, key="example.com/pod-set"))
+    answer = filter_(client, member("w-0"))
+    assert not answer["NodeNames"]
+    why = reason(answer)
+    assert "example.com/pod-set" in why and "no topology has as a level" in why
+    problems = client.get("/debug/plans").json()["native"]
+    assert any("example.com/pod-set" in p["problem"] and p["podgroup"] == "team/pg" for p in problems)
+
+
+def test_a_missing_podgroup_is_refused_and_shown():
+    client = make_client()
+    answer = filter_(client, member("w-0", group="nowhere"))
+    assert not answer["NodeNames"]
+    assert "PodGroup team/nowhere" in reason(answer)
+    problems = client.get("/debug/plans").json()["native"]
+    assert any(p["podgroup"] == "team/nowhere" and "does not exist" in p["problem"] for p in problems)
+
+
+def test_a_basic_podgroup_is_no_gang():
+    podgroup = native_podgroup(key=None)
+    podgroup["spec"]["schedulingPolicy"] = {"basic": {}}
+    client = make_client(podgroup)
+    answer = filter_(client, member("w-0"))
+    assert len(answer["NodeNames"]) > 1                     # a plain pod: every node that fits passes
+    assert service(client).plans.get("team/pg") is None
+
+
+# --- the webhook's warnings -------------------------------------------------------------------------
+
+def _admit_warnings(podgroups: list[dict], pod: dict) -> list[str]:
+    from fastapi.testclient import TestClient
+    from webhook_helpers import make_app, post, review_of
+    app, _ = make_app(podgroups)
+    status, body = post(TestClient(app), review_of(pod, "Job", seed=pod["metadata"]["name"]))
+    assert status == 200 and body["response"]["allowed"]
+    return body["response"].get("warnings") or []
+
+
+def test_the_webhook_warns_about_a_missing_podgroup_an_unknown_key_and_min_count_zero():
+    missing = _admit_warnings([], member("w-0", group="nowhere"))
+    assert any("PodGroup team/nowhere does not exist" in w for w in missing)
+    unknown = _admit_warnings([native_podgroup(key="example.com/pod-set")], member("w-0"))
+    assert any("example.com/pod-set" in w and "valid keys" in w for w in unknown)
+    zero = native_podgroup()
+    zero["spec"]["schedulingPolicy"]["gang"]["minCount"] = 0
+    assert any("gang.minCount=0 is invalid" in w for w in _admit_warnings([zero], member("w-0")))
+    assert _admit_warnings([native_podgroup()], member("w-0")) == []
+
+
+# --- the native gate for our own gangs -----------------------------------------------------------------
+
+class FakeGate:
+    def __init__(self, served: bool = True):
+        self.served, self.asked = served, []
+
+    def active(self) -> bool:
+        return self.served
+
+    def ensure(self, namespace, name, minimum, owner) -> None:
+        self.asked.append((namespace, name, minimum, owner["kind"]))
+
+
+def _gate_admit(gate, pod_of=lambda pods: pods[3], job=None):
+    import json
+    from fastapi.testclient import TestClient
+    from service_helpers import indexed_job, job_pods
+    from webhook_helpers import make_app, operations, post, review_of
+    job = job or indexed_job("llama", pods=8, gpus=4)
+    app, _ = make_app([job])
+    app.state.native_gate = gate
+    pod = pod_of(job_pods(job))
+    status, body = post(TestClient(app), review_of(pod, "Job", seed=pod["metadata"]["name"]))
+    assert status == 200 and body["response"]["allowed"], json.dumps(body)[:400]
+    return [op for op in operations(body["response"]) if op["path"] == "/spec/schedulingGroup"]
+
+
+def test_where_podgroups_are_served_the_webhook_puts_a_gang_member_in_a_native_podgroup():
+    gate = FakeGate()
+    ops = _gate_admit(gate)
+    assert ops == [{"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": "pg-llama-uid-llama"}}]
+    assert gate.asked == [("team-a", "pg-llama-uid-llama", 8, "Job")]
+
+
+def test_no_gate_where_not_served_or_for_a_pod_already_in_a_podgroup():
+    assert _gate_admit(FakeGate(served=False)) == []
+    gate = FakeGate()
+
+    def in_the_jobs_podgroup(pods):
+        pods[0]["spec"]["schedulingGroup"] = {"podGroupName": "train-pgt-0"}
+        return pods[0]
+    assert _gate_admit(gate, in_the_jobs_podgroup) == [] and gate.asked == []
