@@ -110,9 +110,12 @@ def test_prioritize_scores_from_the_watched_pod_not_a_forged_owner():
     watch(client, plain_pod("web", gpus=4, namespace="team-a"))
     forged = copy.deepcopy(job_pods(job_object)[0])
     forged["metadata"].update(name="web", uid="uid-web")
-    body = {"Pod": forged, "Nodes": None, "NodeNames": [planned, "node-30"]}
-    scores = {s["Host"]: s["Score"] for s in client.post("/scheduler/prioritize", json=body).json()}
-    assert scores == {planned: 5, "node-30": 5}                # neutral: the watched pod belongs to no gang
+    def scores(pod: dict) -> dict[str, int]:
+        body = {"Pod": pod, "Nodes": None, "NodeNames": [planned, "node-30"]}
+        return {s["Host"]: s["Score"] for s in client.post("/scheduler/prioritize", json=body).json()}
+    honest = scores(plain_pod("web", gpus=4, namespace="team-a"))
+    assert scores(forged) == honest                            # a plain pod's scores: it belongs to no gang
+    assert honest[planned] != 10                               # not the planned slot's node score
 
 
 def forged_priority_client() -> tuple[TestClient, RecordingWriter, list[dict]]:
