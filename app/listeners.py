@@ -53,6 +53,16 @@ def sub_app(service, title: str, routers: Iterable[APIRouter]) -> FastAPI:
     return app
 
 
+def addresses(settings: Settings) -> list[tuple[str, int, str]]:
+    """(host, port, the flags that set them) of every listener this configuration opens."""
+    out = [(settings.host, settings.port, f"--host {settings.host} --port {settings.port}")]
+    if verbs_apart(settings):
+        out.append((settings.host, settings.verbs_port, f"--host {settings.host} --verbs-port {settings.verbs_port}"))
+    if debug_apart(settings):
+        out.append(("127.0.0.1", settings.debug_port, f"--debug-port {settings.debug_port} (on 127.0.0.1)"))
+    return out
+
+
 def preflight(settings: Settings) -> str | None:
     """What of the listeners would stop the service at start, as one line naming the flag."""
     if settings.client_ca:
