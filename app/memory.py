@@ -105,14 +105,21 @@ def place_demo_gangs(state: ServiceState, running: Iterable[Mapping], refused: M
 
     names = list(state.cluster.node_names)
     bound = 0
+
+    def created(pod: dict) -> dict:
+        """The pod as the watch brings it once its controller created it (the verbs decide from that copy)."""
+        pod["spec"].setdefault("schedulerName", state.settings.scheduler_names[0])
+        state.apply(POD_KIND, "ADDED", pod)
+        return pod
+
     for workload in running:
-        for pod in expand_pods(workload):
+        for pod in map(created, expand_pods(workload)):
             outcome = state.gangs.filter(pod, names)
             if not outcome.nodes:
                 break                   # the fleet is full: leave this gang waiting too
             meta = pod["metadata"]
             if not state.gangs.bind(meta["namespace"], meta["name"], meta.get("uid") or "", outcome.nodes[0]):
                 bound += 1
-    state.gangs.filter(expand_pods(refused)[0], names)
+    state.gangs.filter(created(expand_pods(refused)[0]), names)
     log.info("demo gangs placed", extra=fields(gangs=len(list(state.plans)), pods_bound=bound))
 
