@@ -45,7 +45,7 @@ def test_filter_refuses_a_pod_the_service_has_not_seen_and_stores_nothing():
     answer = post_filter(client, plain_pod("stranger"))
     assert answer["NodeNames"] == [] and answer["FailedNodes"] == {}
     reasons = set(answer["FailedAndUnresolvableNodes"].values())       # no eviction makes the watch faster
-    assert len(reasons) == 1 and NOT_KNOWN in reasons.pop()
+    assert len(reasons) == 1 and NOT_KNOWN in reasons.pop()          # said once, for every node
     assert state.find_pod("default", "stranger") is None and state.pods_added == added
     assert state.objects.get("Pod", "default", "stranger") is None
 

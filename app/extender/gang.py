@@ -93,6 +93,8 @@ class GangScheduler:
         self.wakeups.refused(pod_key(body), namespace, name, now, now + trusted.UNKNOWN_POD_RETRY)
         refusal = self._refuse_all(candidates, reason)
         refusal.unresolvable = True
+        if len(candidates) > 1:
+            refusal.failed = _said_once(refusal.failed, None, len(candidates))
         return refusal
 
     def _filter(self, pod: Mapping, candidates: Sequence[str]) -> FilterOutcome:
