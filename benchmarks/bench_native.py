@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e"), str(ROOT / "benchmarks")]
 
-from bench_e2e import BindingWatch, clear, layout  # noqa: E402
+from bench_e2e import BindingWatch, clear, latency_means, latency_totals, layout  # noqa: E402
 from cluster import GPU, LEVELS, E2ECluster  # noqa: E402
 from controlplane import ControlPlane, find_binaries  # noqa: E402
 
@@ -73,6 +73,7 @@ def run_round(cluster: E2ECluster, namespace: str, kind: str, workload: str, gan
     time.sleep(1)                               # the watches have the PodGroups before their pods
     objects = [pod(f"p-{g}-{i}", f"gang-{g}", i // SEGMENT, kind, workload) for g in range(gangs) for i in range(pods)]
     bindings = BindingWatch(cluster, namespace, len(objects))
+    before = latency_totals(cluster)
     created_at: dict[str, float] = {}
 
     def create(obj: dict) -> None:
@@ -92,7 +93,8 @@ def run_round(cluster: E2ECluster, namespace: str, kind: str, workload: str, gan
     spans = [max(bound_at[f"p-{g}-{i}"] for i in range(pods)) - min(created_at[f"p-{g}-{i}"] for i in range(pods))
              for g in placed]
     where = placement(cluster, namespace)
-    return {"pods_per_second": len(bound_at) / elapsed if elapsed > 0 else 0.0, "placed": len(placed),
+    calls = latency_means(before, latency_totals(cluster)).split("\n")[0]
+    return {"calls": calls, "pods_per_second": len(bound_at) / elapsed if elapsed > 0 else 0.0, "placed": len(placed),
             "span_mean": statistics.mean(spans) if spans else float("nan"), "span_worst": max(spans, default=float("nan")),
             **locality(where, gangs, pods, workload)}
 
@@ -151,6 +153,7 @@ def main() -> int:
     parser.add_argument("--gangs", type=int, default=0, help="gangs per round (default: half the cluster)")
     parser.add_argument("--pods", type=int, default=16, help="pods per gang (block and segments), 8 GPUs each")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of each kind per workload")
+    parser.add_argument("--verbose", action="store_true", help="each round's extender and scheduler latencies")
     parser.add_argument("--workloads", default="block,rack,segments", help="comma-separated: block, rack, segments")
     args = parser.parse_args()
     workloads = [w for w in args.workloads.split(",") if w]
@@ -186,6 +189,8 @@ def main() -> int:
                           f"span {result['span_mean']:.2f} s (worst {result['span_worst']:.2f}), placed "
                           f"{result['placed']}, racks/gang {result['racks_per_gang']:.2f}, racks/segment "
                           f"{result['racks_per_segment']:.2f}, violations {result['violations']}", flush=True)
+                    if args.verbose:
+                        print(f"      mean latency: {result['calls']}", flush=True)
                     clear(cluster, namespace)
             print(f"\n{args.nodes} nodes, gates on (v1.36.2); means over {args.rounds} round(s) per kind:\n")
             print(table({key: results[key] for key in sorted(results, key=lambda k: (workloads.index(k[0]), k[1]))}))
