@@ -296,6 +296,10 @@ def main() -> int:
     parser.add_argument("--gangs", type=int, default=0, help="gangs per round (default: half the cluster)")
     parser.add_argument("--pods", type=int, default=8, help="pods per gang, 8 GPUs each")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of each kind, alternating")
+    parser.add_argument("--gates", action="store_true",
+                        help="the control plane with the native workload scheduling gates on: gangs wait at "
+                             "kube-scheduler's own gate (a native PodGroup the extender creates) instead of "
+                             "the extender's filter")
     parser.add_argument("--logs", type=Path, help="copy the control plane's and the extender's logs here")
     parser.add_argument("--null-extender", action="store_true",
                         help="also rounds of the plain pods through a kube-scheduler calling null_extender.py "
@@ -317,7 +321,7 @@ def main() -> int:
         print(f"bench_e2e: {reason}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="bench-e2e-") as folder:
-        plane = ControlPlane(binaries, Path(folder)).start()
+        plane = ControlPlane(binaries, Path(folder), gates=args.gates).start()
         cluster = None
         try:
             # one replica, called directly: the tests' readiness proxy is a Python TCP relay that would cost
