@@ -13,6 +13,14 @@ from topology.objects import ObjectsError, parse_objects
 
 from topology.nodes import NodeInfo
 
+from topology.fragmentation import ShapeError
+
+from . import fragmentation
+from .preemption import running_gangs
+from .state.plans import GANG_REFUSED
+from .whatif import UnknownGang
+from .whatif import closest as closest_domains_of
+from .whatif import whatif as advice_for
 from .state.objects import metadata_problem, pod_shape_problem
 from .ui import tree_data
 from .extender import native_groups
@@ -75,7 +83,21 @@ def plan(namespace: str, name: str, request: Request) -> dict:
         leaf_of = {str(slot): group.name for group in found.tree.groups() for slot in group.slots}
         for entry in body["slots"]:          # the leaf group (segment) of each slot: /ui colours by it
             entry["group"] = leaf_of.get(entry["slot"])
+        if found.status == GANG_REFUSED:      # the domains that came closest and what each lacks
+            body["closest"] = closest_domains_of(service, found)
         return body
+
+
+@router.get("/debug/whatif/{namespace}/{name}", summary="What would make a refused gang fit (changes nothing)")
+def whatif(namespace: str, name: str, request: Request) -> dict:
+    """For a refused gang: the cheapest evictions that let it fit (lowest priority first, fewest gangs
+    broken, fewest pods; never DaemonSet or static pods, nor pods a PodDisruptionBudget protects), in
+    which domain, and the placement that would follow; or why nothing short of more nodes helps. The
+    same search as preemption, so advice and action agree."""
+    try:
+        return advice_for(service_of(request), f"{namespace}/{name}")
+    except UnknownGang as err:
+        raise HTTPException(404, err.args[0]) from None
 
 
 @router.post("/debug/objects", summary="Standalone mode: add or replace objects (workloads, pods, nodes)")
@@ -111,11 +133,25 @@ async def add_objects(request: Request) -> dict:
     return {"applied": applied}
 
 
-@router.get("/debug/topology", summary="The topologies: levels, domain counts, member nodes")
-def topologies(request: Request) -> dict:
+@router.get("/debug/topology", summary="The topologies: levels, domain counts, member nodes, fragmentation")
+def topologies(request: Request,
+               shape: list[str] | None = Query(None, description="pod shapes for the largest gang that fits, "
+                                                                 "e.g. nvidia.com/gpu=8 (default: one unit and a "
+                                                                 "whole node)"),
+               below_priority: int | None = Query(None, description="also the largest gang if every evictable pod "
+                                                                    "of a lower priority were gone"),
+               domains: bool = Query(False, description="whole free nodes and children per domain")) -> dict:
+    """Each topology's `fragmentation`: whole free nodes and domains per level, and the largest gang of
+    each shape that fits now when it requires each level (see docs/ui.md)."""
     service = service_of(request)
     with service.lock:
         cluster = service.cluster
+        try:
+            shapes = fragmentation.shapes_for(cluster, shape)
+        except ShapeError as err:
+            raise HTTPException(400, f"shape: {err}") from None
+        running = running_gangs(service) if below_priority is not None else None
+        measures = fragmentation.measure_cluster(cluster, shapes, running, below_priority)
         return {
             "topologies": [{
                 "name": tree.name, "source": tree.source,
@@ -123,6 +159,7 @@ def topologies(request: Request) -> dict:
                             "domains": tree.domain_count(i)} for i, level in enumerate(tree.levels)],
                 "nodes": int(tree.member.sum()),
                 "excluded": dict(tree.excluded),
+                "fragmentation": measures[tree.name].to_json(tree, per_domain=domains),
             } for tree in sorted(cluster.topologies.values(), key=lambda t: t.name)],
             "errors": dict(cluster.topology_errors),
             "nodes": len(cluster.nodes),

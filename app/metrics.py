@@ -4,6 +4,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from .fragmentation import GaugeCache
+
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 PLANNING_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -47,6 +49,7 @@ class Metrics:
 class _StateCollector:
     def __init__(self, state) -> None:
         self.state = state
+        self.fragmentation = GaugeCache()
 
     def describe(self):
         return []
@@ -56,9 +59,23 @@ class _StateCollector:
             counts = self.state.plans.status_counts()
             reservations = self.state.plans.reservation_count()
             nodes = len(self.state.cluster.nodes)
+            whole_free, largest = self.fragmentation.get(self.state)
         gangs = GaugeMetricFamily("tas_extender_gangs", "Gangs known to the service, by status", labels=["status"])
         for status, count in sorted(counts.items()):
             gangs.add_metric([status], count)
         yield gangs
         yield GaugeMetricFamily("tas_extender_reservations", "Slots holding reserved capacity", value=reservations)
         yield GaugeMetricFamily("tas_extender_nodes", "Nodes in the cluster model", value=nodes)
+        free = GaugeMetricFamily("tas_extender_free_domains",
+                                 "Domains of a topology level (and nodes) entirely free and usable now, counted in "
+                                 "the unit resource (nvidia.com/gpu, else cpu)", labels=["topology", "level"])
+        for topology, level, count in whole_free:
+            free.add_metric([topology, level], count)
+        yield free
+        fits = GaugeMetricFamily("tas_extender_largest_placeable",
+                                 "The most pods of a shape one domain of a level holds now (level cluster: "
+                                 "anywhere): the largest gang of that shape requiring that level that fits",
+                                 labels=["topology", "level", "shape"])
+        for topology, level, shape, pods in largest:
+            fits.add_metric([topology, level, shape], pods)
+        yield fits

@@ -56,6 +56,7 @@ WATCHED_KINDS: tuple[WatchedKind, ...] = (
     WatchedKind("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", True),
     WatchedKind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True),
     WatchedKind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
+    WatchedKind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True),
     # native gangs (Kubernetes v1.36 alpha, v1.37 beta): the first version served wins, none is watched when
     # the API server serves none (the feature gates are off)
     *NATIVE_KINDS,

@@ -26,7 +26,9 @@ from prometheus_client import Counter
 from grouper import owner_of
 from topology.cluster import pod_key
 from topology.groups import GroupTree
-from topology.preemption import PreemptionPlan, RunningGang, RunningPod, select_victims
+from grouper.affinity import selects
+from topology.preemption import (PreemptionPlan, RunningGang, RunningPod, beyond_priority, cannot_preempt_clause,
+                                 protected_by_budgets, select_victims)
 
 from .extender.planning import _opted_in as planning_opted_in
 from .extender.planning import exclusive_occupancy, plan_input
@@ -194,23 +196,22 @@ class Preemptor:
         return self.state.changes.victims_since(mark, plan.refusal.nodes, plan.tree.priority)
 
     def _snapshot(self, tree: GroupTree):
-        """What the search reads, copied under the lock: (planner input, running gangs, occupancy)."""
-        state = self.state
-        bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
-        # exclusive groups: the same occupancy as the normal path; select_victims subtracts each choice's victims
-        others = exclusive_occupancy(state, tree, also=_evictable)
-        try:
-            inp = plan_input(state, tree, bound=bound, others=others)
-        except (ValueError, KeyError) as err:
-            log.info("preemption impossible", extra=fields(gang=tree.key, reason=str(err)))
-            return None
-        return replace(inp, free=np.array(inp.free, copy=True)), running_gangs(state), others
+        return search_snapshot(self.state, tree)
 
     @staticmethod
     def _search(snapshot, protected, avoided, on_step=None) -> PreemptionPlan:
-        inp, running, others = snapshot
-        return select_victims(inp, running, protected=protected, avoid=avoided, occupied_count=others, refused=True,
-                              on_step=on_step)
+        """The victims at the gang's own priority; when there are none, what any priority would evict
+        (the refusal then says so: "fits in X if Y (priority 50) is evicted; ... cannot preempt it")."""
+        inp, running, others, guarded = snapshot
+        protected = set(protected) | set(guarded)
+        result = select_victims(inp, running, protected=protected, avoid=avoided, occupied_count=others,
+                                refused=True, on_step=on_step)
+        if not result.found:
+            beyond = beyond_priority(inp, running, protected=protected, avoid=avoided, occupied_count=others,
+                                     on_step=on_step)
+            if beyond.found and beyond.victims:
+                result.advice = cannot_preempt_clause(inp.tree, beyond)
+        return result
 
     def _still_holds(self, inp, result: PreemptionPlan) -> bool:
         """The cluster was not rebuilt, the chosen victims still run where they ran, and with them gone
@@ -239,6 +240,10 @@ class Preemptor:
             plan.preemption = {"status": NOT_FOUND, "explanation": result.explanation,
                                "domains": [o.to_json() for o in result.outcomes]}
             plan.note(f"preemption: {result.explanation}")
+            if result.advice:
+                plan.preemption["advice"] = result.advice
+                if result.advice not in plan.reason:
+                    plan.reason = f"{plan.reason}; {result.advice}"
             self.counter.labels("not-found").inc()
             return
         preemption = Preemption(plan.key, plan, result, self._victim_pods(result), _value(result.domain),
@@ -506,3 +511,43 @@ def _elastic_pods(state: ServiceState, gang: str, pods: Mapping[str, RunningPod]
                 for slot in group.slots[group.leaf_min():]}
     elastic = frozenset(key for key in pods if key in slot_of and slot_of[key][1] in optional)
     return elastic or None
+
+
+def search_snapshot(state: ServiceState, tree: GroupTree):
+    """What the victim search reads, copied under the lock: (planner input, running gangs, occupancy,
+    gangs a PodDisruptionBudget protects), or None when the gang cannot be planned at all. Preemption
+    and the what-if advice both start from it, so they never disagree."""
+    bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
+    # exclusive groups: the same occupancy as the normal path; select_victims subtracts each choice's victims
+    others = exclusive_occupancy(state, tree, also=_evictable)
+    try:
+        inp = plan_input(state, tree, bound=bound, others=others)
+    except (ValueError, KeyError) as err:
+        log.info("preemption impossible", extra=fields(gang=tree.key, reason=str(err)))
+        return None
+    running = running_gangs(state)
+    return replace(inp, free=np.array(inp.free, copy=True)), running, others, budget_protected(state, running)
+
+
+def budget_protected(state: ServiceState, running: Sequence[RunningGang]) -> dict[str, str]:
+    """Gangs whose eviction a PodDisruptionBudget would refuse now (status.disruptionsAllowed) -> the
+    budget: the search leaves them alone instead of choosing them and being refused."""
+    budgets = []
+    for pdb in state.objects.list("PodDisruptionBudget", "policy"):
+        metadata = pdb.get("metadata") or {}
+        namespace = metadata.get("namespace") or "default"
+        selector = (pdb.get("spec") or {}).get("selector")
+        allowed = (pdb.get("status") or {}).get("disruptionsAllowed", 0)
+        covered = []
+        for gang in running:
+            for key in gang.pods:
+                pod_namespace, name = key.split("/", 1)
+                if pod_namespace != namespace:
+                    continue
+                pod = state.objects.get("Pod", pod_namespace, name) or {}
+                if selects(selector, (pod.get("metadata") or {}).get("labels") or {}):
+                    covered.append(key)
+        if covered:
+            budgets.append((f"{namespace}/{metadata.get('name')}", allowed if isinstance(allowed, int) else 0, covered))
+    gang_of = {key: gang.key for gang in running for key in gang.pods}
+    return protected_by_budgets(budgets, gang_of)

@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     scheduler_name: str = "tas-scheduler"
     set_scheduler_name: bool = False         # the webhook sets spec.schedulerName on topology pods
     preemption: Literal["on", "off", "dry-run"] = "on"
+    # prioritize for pods of no gang that request GPUs: binpack fills partly used nodes and domains first so
+    # that whole nodes, racks and blocks stay free for gangs; spread the reverse; neutral scores 5 everywhere
+    plain_pods: Literal["binpack", "spread", "neutral"] = "binpack"
     max_request_bytes: int = Field(128 * 2**20, ge=1024)
     webhook_owner_grace: float = Field(30.0, ge=0)   # seconds the webhook denies pods whose owner is not cached yet
     # seconds a held gang pod waits for its next sibling; a hold lasts at most four of them, kept under the 5 s

@@ -15,6 +15,13 @@ Writes benchmarks/out/{cluster.yaml, trace.jsonl, result-<policy>.jsonl, utiliza
 published run (default seed and jobs), a copy of the plot to docs/utilization.png; prints the comparison
 table (also as markdown). With --seeds it writes nothing and prints one row a seed, the means over the
 seeds, and which of issue 15's figures tas matches or beats on those means.
+
+    python benchmarks/quality.py --seeds 1-6 --plain-pods 0.5     # pods of no gang (issue 34)
+
+adds bare 1-4 GPU pods of no gang (half as many as jobs) to each seed's trace and compares, seed by seed,
+tas scoring them binpack (the extender's default now), tas with neutral scores (kube-scheduler spreads
+them, as before) and kueue-bestfit (which leaves them to kube-scheduler too): GPU utilization, the big
+gangs' (48+ pods) mean wait, whole free racks over time, big gangs never placed, every job's mean wait.
 """
 from __future__ import annotations
 
@@ -436,6 +443,89 @@ def same_horizon(results: dict[str, SimulationResult], a: str, b: str) -> list[s
             f"span (equal when both place the same jobs) {a} {used(results[a]):.0f}% vs {b} {used(results[b]):.0f}%"]
 
 
+# --- pods of no gang: binpack scores against neutral ones (issue 34 part 4) -------------------------------
+
+PLAIN_RUNS = (("tas", "tas", "binpack"), ("tas-neutral", "tas", "neutral"), ("kueue-bestfit", "kueue-bestfit", "neutral"))
+BIG = 48                          # pods: the large jobs (48-128 pods) are the big gangs
+
+
+def plain_pod(index: int, gpus: int) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"plain-{index:03d}", "namespace": "notebooks"},
+            "spec": {"containers": container(gpus)}}
+
+
+def with_plain_pods(lines: list[str], share: float, seed: int) -> list[str]:
+    """The trace plus bare pods of 1-4 GPUs (no gang, no topology), arriving over the same window."""
+    rng = random.Random(seed * 7919 + 1)
+    window = max(orjson.loads(line)["at"] for line in lines)
+    extra = []
+    for i in range(int(len(lines) * share)):
+        duration = float(round(min(6 * 3600, max(300, rng.lognormvariate(7.5, 0.9)))))
+        extra.append({"at": round(rng.uniform(0, window)), "duration": duration,
+                      "workload": plain_pod(i, rng.choice((1, 1, 2, 4)))})
+    return lines + [orjson.dumps(entry).decode() for entry in extra]
+
+
+def plain_figures(seed: int, jobs: int, share: float) -> dict[str, tuple[float, float, float, int, float]]:
+    """Per run: (GPU utilization, mean wait of the big gangs in minutes, whole free racks averaged over
+    the run, big gangs never placed, mean wait of every job placed in minutes)."""
+    objects, lines, _ = benchmark_inputs(seed, jobs, False)
+    lines = with_plain_pods(lines, share, seed)
+    figures = {}
+    for name, policy, scoring in PLAIN_RUNS:
+        cluster = Cluster.from_objects(ClusterObjects.from_objects(objects))
+        result = Simulation(cluster, get_policy(policy), parse_trace(lines), plain_pods=scoring).run()
+        big = [job for job in result.jobs if not job.invalid and sum(len(list(t.slots())) for t in job.trees) >= BIG]
+        waits = [job.placed - job.entry.at for job in big if job.placed is not None]
+        summary = result.summary()
+        figures[name] = (summary.gpu_utilization, (sum(waits) / len(waits) / 60) if waits else math.nan,
+                         _time_mean(result.whole_racks), sum(job.placed is None for job in big),
+                         summary.mean_wait / 60)
+    return figures
+
+
+def _time_mean(series: list[tuple[float, int]]) -> float:
+    """The time-weighted mean of a step series (each value holds until the next time)."""
+    if len(series) < 2:
+        return float(series[0][1]) if series else math.nan
+    total = sum((b[0] - a[0]) * a[1] for a, b in zip(series, series[1:]))
+    return total / (series[-1][0] - series[0][0]) if series[-1][0] > series[0][0] else float(series[0][1])
+
+
+def plain_table(seeds: range, jobs: int, share: float, workers: int = 1) -> str:
+    each = partial(plain_figures, jobs=jobs, share=share)
+    if workers > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            all_figures = list(pool.map(each, seeds))
+    else:
+        all_figures = [each(seed) for seed in seeds]
+    names = [name for name, _, _ in PLAIN_RUNS]
+    head = ["| seed | " + " | ".join(f"{what} ({' / '.join(names)})" for what in
+                                     ("GPU utilization", "big-gang mean wait", "whole free racks, mean",
+                                      "big gangs never placed", "mean wait, all jobs")) + " |",
+            "|---" * 6 + "|"]
+    rows = []
+    for seed, figures in zip(seeds, all_figures):
+        rows.append(f"| {seed} | " + " | ".join(" / ".join(_plain_cell(figures[n][k], k) for n in names)
+                                                for k in range(5)) + " |")
+    means = {n: [_mean([f[n][k] for f in all_figures]) for k in range(5)] for n in names}
+    rows.append(f"| **mean** | " + " | ".join(" / ".join(_plain_cell(means[n][k], k) for n in names)
+                                              for k in range(5)) + " |")
+    gain = 100 * (means["tas"][0] - means["kueue-bestfit"][0])
+    return "\n".join([f"pods of no gang ({share:.0%} of the jobs as bare 1-4 GPU pods), seeds {seeds[0]}-{seeds[-1]}, "
+                      f"{jobs} jobs: tas (binpack scores) / tas-neutral (before) / kueue-bestfit", *head, *rows,
+                      f"\ntas - kueue-bestfit utilization: {gain:+.1f} points (goal +5); big-gang mean wait "
+                      f"{means['tas'][1]:.1f} vs {means['kueue-bestfit'][1]:.1f} min; mean wait, all jobs "
+                      f"{means['tas'][4]:.1f} vs {means['kueue-bestfit'][4]:.1f} min; tas - tas-neutral "
+                      f"utilization {100 * (means['tas'][0] - means['tas-neutral'][0]):+.1f} points"])
+
+
+def _plain_cell(value: float, column: int) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "-"
+    return (f"{value:.1%}", f"{value:.0f} min", f"{value:.1f}", f"{value:.1f}", f"{value:.0f} min")[column]
+
+
 class SideBySide:
     """Our planner, asking kueue-bestfit the same question on the same free capacity at every attempt:
     a head-to-head free of the two runs' diverging histories."""
@@ -526,7 +616,14 @@ def main(argv: list[str] | None = None) -> int:
                              "seeds where it matches or beats on both utilization and mean wait")
     parser.add_argument("--workers", type=at_least_one("processes", 2), default=os.cpu_count() or 1,
                         help="with --seeds: processes sharing the seeds (default: one per CPU)")
+    parser.add_argument("--plain-pods", type=float, metavar="SHARE",
+                        help="with --seeds: add bare GPU pods of no gang (SHARE of the jobs, e.g. 0.5) and compare "
+                             "tas scoring them binpack (the default now) against tas with neutral scores (before) "
+                             "and kueue-bestfit (kube-scheduler's spreading for them), seed by seed")
     args = parser.parse_args(argv)
+    if args.seeds and args.plain_pods:
+        print(plain_table(args.seeds, args.jobs, args.plain_pods, min(args.workers, len(args.seeds))))
+        return 0
     if args.seeds:
         print(seeds_table(args.seeds, args.jobs, args.no_exclusive, min(args.workers, len(args.seeds))))
         return 0

@@ -92,7 +92,21 @@ def test_prioritize_answer_has_the_recorded_shape(client, mode, name):
     assert response.status_code == 200
     answer = response.json()
     assert _shape(answer) == _shape(recorded)
-    assert answer == recorded                      # same hosts, same order, neutral score 5
+    pod = _load(FIXTURES / mode / name)["Pod"]
+    if "nvidia.com/gpu" in str((pod.get("spec") or {}).get("containers")):
+        # a GPU pod of no gang is scored to pack (--plain-pods binpack): same hosts, same order, 0-10
+        assert [a["Host"] for a in answer] == [r["Host"] for r in recorded]
+        assert all(0 <= a["Score"] <= 10 for a in answer) and max(a["Score"] for a in answer) == 10
+    else:
+        assert answer == recorded                  # same hosts, same order, neutral score 5
+
+
+@pytest.mark.parametrize("mode,name", _cases("prioritize"))
+def test_prioritize_with_neutral_plain_pods_answers_as_recorded(mode, name):
+    client = TestClient(create_app(Settings(plain_pods="neutral"), objects=_recorded_nodes()))
+    recorded = _load(FIXTURES / mode / name.replace(".json", ".response.json"))
+    response = client.post("/scheduler/prioritize", content=(FIXTURES / mode / name).read_bytes())
+    assert response.json() == recorded             # same hosts, same order, neutral score 5
 
 
 @pytest.mark.parametrize("mode,name", _cases("bind"))

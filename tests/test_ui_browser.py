@@ -228,7 +228,8 @@ def test_page_shows_racks_nodes_and_gangs_without_console_errors(service, browse
                  "pg-bert-uid-bert"]:
         assert name in text, name
     refusal = service.http.get("/debug/plans/team-a/pg-huge-uid-huge").json()["reason"]
-    assert refusal and refusal in text                                # the refusal reason, verbatim
+    card = browser.evaluate("document.querySelector('[data-gang=\"team-a/pg-huge-uid-huge\"] .reason').textContent")
+    assert refusal and refusal in card                                # the refusal reason, verbatim (folded)
     assert browser.evaluate(node_cells_js()) == api_node_figures(service)   # one cell per GPU, by state
     assert browser.errors() == []
     browser.screenshot(tmp_path / "ui.png")

@@ -6,9 +6,9 @@ import sys
 
 from topology.plan import STRATEGIES
 
-from ..cluster_file import ClusterFileError, load_cluster
+from ..cluster_file import ClusterFileError, load_cluster, load_objects
 from ..offline.output import plan_json, render_table
-from ..offline.plan_cmd import BAD_INPUT, exit_code, plan_gangs
+from ..offline.plan_cmd import BAD_INPUT, advise_refused, exit_code, plan_gangs
 from ..offline.workloads import WorkloadError, load_workload_files
 
 FORMATS = ("table", "json")
@@ -26,6 +26,9 @@ def register(subparsers) -> None:
     parser.add_argument("-o", "--output", choices=FORMATS, default="table", help="table (default) or json")
     parser.add_argument("--strategy", choices=STRATEGIES, default="binpack",
                         help="placement strategy unless a workload sets its own (default binpack)")
+    parser.add_argument("--whatif", action="store_true",
+                        help="for a gang not placed: what would have to be evicted (the preemption search, at the "
+                             "gang's priority and at any), where, and the placement that would follow")
     parser.set_defaults(func=run)
 
 
@@ -34,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
         cluster = load_cluster(args.cluster)
         gangs = load_workload_files(args.workload, cluster.topologies)
         outcomes = plan_gangs(cluster, gangs, args.strategy)
+        if args.whatif:
+            advise_refused(cluster, load_objects(args.cluster), outcomes, args.strategy)
     except (ClusterFileError, WorkloadError) as err:
         print(f"error: {err}", file=sys.stderr)
         return BAD_INPUT

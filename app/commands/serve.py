@@ -50,6 +50,10 @@ def register(subparsers) -> None:
     add("--set-scheduler-name", type=_bool, nargs="?", const=True, metavar="BOOL",
         help="webhook: set spec.schedulerName on pods with topology annotations (TAS_SET_SCHEDULER_NAME)")
     add("--preemption", choices=PREEMPTION_MODES, help="gang preemption (TAS_PREEMPTION, default on)")
+    add("--plain-pods", choices=("binpack", "spread", "neutral"),
+        help="scores for GPU pods of no gang: binpack fills partly used nodes and racks first, keeping whole "
+             "ones free for gangs; spread the reverse; neutral leaves it to kube-scheduler (TAS_PLAIN_PODS, "
+             "default binpack)")
     add("--max-request-bytes", type=int, help="largest request body accepted (TAS_MAX_REQUEST_BYTES, default 128 MiB)")
     add("--webhook-owner-grace", type=float, metavar="SECONDS",
         help="webhook: deny (retry later) pods whose workload is not cached yet for this long, then allow "

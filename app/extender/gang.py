@@ -448,14 +448,16 @@ class GangScheduler:
     # ------------------------------------------------------------------------------------------------
     # prioritize, bind, preempt (see scores.py, binding.py, preemption.py)
     def prioritize(self, pod: Mapping, candidates: Sequence[str]) -> list[int] | int:
-        """A score 0..10 per candidate, or one int when every candidate gets the same (plain pods)."""
+        """A score 0..10 per candidate, or one int when every candidate gets the same."""
         state = self.state
         with state.lock:
             try:
                 ident = planning.identify(state, pod)
             except planning.GroupingError:
                 ident = None
-            plan = state.plans.get(ident.gang) if ident is not None else None
+            if ident is None:                    # a pod of no gang: keep whole nodes and domains free
+                return self.scorer.plain(pod, candidates)
+            plan = state.plans.get(ident.gang)
             slot_state = plan.slot_for(pod_key(pod), ident.slot) if plan is not None else None
             if slot_state is None or slot_state.node is None:
                 return NEUTRAL_SCORE

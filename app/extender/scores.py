@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from topology.counts import hop_distances
+from topology.fragmentation import packing_scores, unit_resource
+from topology.resources import pod_requests
 from topology.groups import GroupTree, Slot
 from topology.tree import TopologyTree
 
@@ -35,6 +37,30 @@ class Scorer:
             scores = np.where(hops >= 0, np.clip(MAX_SCORE - 1 - (hops - inside), 0, MAX_SCORE - 1), 0)
         scores[nodes == index.get(slot_state.node or "", -2)] = MAX_SCORE
         return scores.tolist()
+
+    def plain(self, pod, candidates: Sequence[str]) -> list[int] | int:
+        """A pod of no gang: the plain_pods setting (binpack by default) for pods that request the unit
+        resource (GPUs, or cpu on a cluster without them); neutral for the rest (kube-scheduler's own
+        scores decide)."""
+        mode = self.state.settings.plain_pods
+        if mode == "neutral":
+            return NEUTRAL_SCORE
+        cluster = self.state.cluster
+        unit = unit_resource(list(cluster.resources.names))
+        column = cluster.resources.column.get(unit)
+        try:
+            request = cluster.resources.vector(pod_requests((pod or {}).get("spec") or {}))
+        except ValueError:
+            return NEUTRAL_SCORE
+        if column is None or request[column] <= 0:
+            return NEUTRAL_SCORE
+        topologies = cluster.topologies
+        tree = topologies.get("default") or (topologies[min(topologies)] if topologies else None)
+        index = cluster.node_index
+        nodes = np.fromiter((index.get(name, -1) for name in candidates), dtype=np.int64, count=len(candidates))
+        # candidates passed kube-scheduler's filter: no usability mask needed (it would cost a loop over nodes)
+        return packing_scores(tree, cluster.capacity.allocatable, cluster.capacity.free, request, nodes, column,
+                              mode).tolist()
 
     def _domain_distances(self, plan: GangPlan, slot_state: SlotState) -> tuple[np.ndarray | None, int]:
         """Hops from the slot's domain to every node, and the hops of the nodes inside that domain."""

@@ -25,6 +25,7 @@ class GangOutcome:
     tree: GroupTree
     plan: Plan
     topology: TopologyTree | None  # the topology the domains are shown for
+    advice: dict | None = None     # `plan --whatif`: what would make a refused gang fit
 
 
 # --- plan: table -------------------------------------------------------------------------------------
@@ -68,6 +69,7 @@ def _gang_table(cluster: Cluster, outcome: GangOutcome) -> str:
         lines.append(f"  warning: {warning}")
     if not plan.placed:
         lines += [f"  {line}" for line in (plan.reason or "does not fit").splitlines()]
+        lines += _advice_lines(outcome.advice)
         return "\n".join(lines)
     for name, placement in plan.groups.items():
         if placement.level:
@@ -100,6 +102,23 @@ def _columns(header: list[str], rows: list[list[str]], indent: str = "") -> list
     return [line(header)] + [line(r) if r else "" for r in rows]
 
 
+def _advice_lines(advice: dict | None, shown: int = 12) -> list[str]:
+    """`what if: ...`, then the victims one per line and the placement that would follow."""
+    if advice is None:
+        return []
+    lines = [f"  what if: {advice['verdict']}: {advice['text']}"]
+    victims = advice.get("victims") or []
+    for victim in victims[:shown]:
+        lines.append(f"    evict {victim['pod']} on {victim['node']} (gang {victim['gang']}, priority {victim['priority']})")
+    if len(victims) > shown:
+        lines.append(f"    ... and {len(victims) - shown} more")
+    if advice.get("placement") and victims:
+        nodes = sorted(set(advice["placement"].values()))
+        lines.append(f"    then the gang lands in {advice.get('domain')} on {len(nodes)} node(s): {', '.join(nodes[:shown])}"
+                     + (" ..." if len(nodes) > shown else ""))
+    return lines
+
+
 # --- plan: JSON ---------------------------------------------------------------------------------------
 
 def plan_json(cluster: Cluster, outcomes: Sequence[GangOutcome]) -> str:
@@ -114,6 +133,7 @@ def plan_json(cluster: Cluster, outcomes: Sequence[GangOutcome]) -> str:
             "groups": {name: {"level": g.level, "domain": g.domain, "spans": g.spans}
                        for name, g in plan.groups.items()},
             "warnings": list(outcome.tree.warnings),
+            **({"whatif": outcome.advice} if outcome.advice is not None else {}),
         })
     document = {"placed": all(g["placed"] for g in gangs) and bool(gangs), "gangs": gangs}
     return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()

@@ -14,7 +14,12 @@ from grouper.node_limit import limits_per_node
 from topology.cluster import Cluster, pod_key
 from topology.groups import Slot
 from topology.plan import Plan
-from topology.planner import plan_for
+from grouper.affinity import selects
+from topology.planner import build_plan_input, plan_for
+from topology.preemption import RunningGang, RunningPod, advise, protected_by_budgets
+from topology.preemption.advice import NEEDS_NODES
+
+from ..preemption import victim_group
 
 from .gangs import role_needs
 from .output import GangOutcome
@@ -72,4 +77,54 @@ def exit_code(outcomes: Sequence[GangOutcome]) -> int:
     return PLACED if outcomes and all(o.plan.placed for o in outcomes) else NOT_PLACED
 
 
+def advise_refused(cluster: Cluster, objects, outcomes: Sequence[GangOutcome], strategy: str = "binpack") -> None:
+    """`plan --whatif`: for every gang not placed, the preemption search's advice (what would have to go,
+    where, and the placement that follows), with the cluster file's running pods as the candidates:
+    grouped by workload, never DaemonSet or static pods, gangs a PodDisruptionBudget protects left alone.
+    Gangs placed earlier in the run hold their room (they are not victims)."""
+    running = file_running_gangs(cluster, objects)
+    guarded = file_budget_protected(objects, running)
+    for outcome in outcomes:
+        if outcome.plan.placed:
+            continue
+        tree = outcome.tree
+        try:
+            inp = build_plan_input(cluster, tree, strategy=tree.strategy or strategy,
+                                   occupied_nodes=occupied_nodes(cluster, tree), per_node=limits_per_node(tree))
+        except (ValueError, KeyError) as err:
+            outcome.advice = {"verdict": NEEDS_NODES, "text": f"the gang cannot be planned: {err}", "victims": []}
+            continue
+        advice = advise(inp, running, protected=set(guarded))
+        outcome.advice = advice.to_json(cluster.node_names, cluster.resources.names)
 
+
+def file_running_gangs(cluster: Cluster, objects) -> list[RunningGang]:
+    """The bound pods of a cluster file as the preemption search sees them: per workload (or alone)."""
+    members: dict[str, dict[str, RunningPod]] = {}
+    priorities: dict[str, int] = {}
+    for pod in objects.pods:
+        key = pod_key(pod)
+        usage = cluster.pods.get(key)
+        gang = victim_group(pod, key) if usage is not None else None
+        if gang is None:
+            continue
+        members.setdefault(gang, {})[key] = RunningPod(usage.node, usage.request)
+        priority = (pod.get("spec") or {}).get("priority")
+        priorities[gang] = max(priorities.get(gang, -(1 << 31)), priority if isinstance(priority, int) else 0)
+    return [RunningGang(gang, priorities[gang], pods) for gang, pods in sorted(members.items())]
+
+
+def file_budget_protected(objects, running: Sequence[RunningGang]) -> dict[str, str]:
+    labels = {pod_key(pod): ((pod.get("metadata") or {}).get("labels") or {}) for pod in objects.pods}
+    budgets = []
+    for pdb in objects.other:
+        if pdb.get("kind") != "PodDisruptionBudget":
+            continue
+        metadata = pdb.get("metadata") or {}
+        namespace = metadata.get("namespace") or "default"
+        selector = (pdb.get("spec") or {}).get("selector")
+        allowed = (pdb.get("status") or {}).get("disruptionsAllowed", 0)
+        covered = [key for gang in running for key in gang.pods
+                   if key.split("/", 1)[0] == namespace and selects(selector, labels.get(key, {}))]
+        budgets.append((f"{namespace}/{metadata.get('name')}", allowed if isinstance(allowed, int) else 0, covered))
+    return protected_by_budgets(budgets, {key: gang.key for gang in running for key in gang.pods})

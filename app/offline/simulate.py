@@ -21,9 +21,11 @@ import numpy as np
 from grouper import keeps_apart
 from grouper.errors import describe
 from topology.cluster import Cluster
+from topology.counts import sum_by_level
+from topology.fragmentation import packing_scores, whole_free_nodes
 from topology.groups import GroupTree, Slot
 from topology.plan import Plan
-from topology.tree import TopologyTree
+from topology.tree import HOSTNAME_LABEL, TopologyTree
 
 from .gangs import GPU, RoleNeeds, role_needs, split_gang
 from .metrics import JobFigures, Locality, Summary, measure, summarize
@@ -77,6 +79,7 @@ class SimulationResult:
     timeline: list[tuple[float, int]]        # (time, GPUs in use from then on), background pods included
     total_gpus: int                          # GPUs of schedulable nodes
     cluster: Cluster
+    whole_racks: list[tuple[float, int]] = field(default_factory=list)   # (time, whole free racks from then on)
 
     def results(self) -> list[dict]:
         return [job.result(self.cluster) for job in self.jobs]
@@ -114,7 +117,10 @@ def build_jobs(cluster: Cluster, entries: Sequence[TraceEntry]) -> list[SimJob]:
 
 class Simulation:
     def __init__(self, cluster: Cluster, policy: Policy, entries: Sequence[TraceEntry],
-                 progress: Progress | None = None, topology: str | None = None):
+                 progress: Progress | None = None, topology: str | None = None, plain_pods: str | None = None):
+        """`plain_pods`: how bare Pods without topology settings are placed, as kube-scheduler would with
+        the extender's scores for pods of no gang (binpack, spread or neutral; see `_plain_plan`); None:
+        by the policy like any workload."""
         self.cluster = cluster
         self.policy = policy
         order = sorted(range(len(entries)), key=lambda i: (entries[i].at, i))
@@ -129,6 +135,8 @@ class Simulation:
         self.total_gpus = int(cluster.capacity.allocatable[schedulable, self.gpu].sum()) if self.gpu is not None else 0
         self.epoch = 0                       # completions so far: capacity grew
         self.timeline: list[tuple[float, int]] = []
+        self.whole_racks: list[tuple[float, int]] = []
+        self.plain_pods = plain_pods
         self.done = 0
 
     def _metric_topology(self, name: str | None) -> TopologyTree | None:
@@ -159,7 +167,8 @@ class Simulation:
             self._record(now)
         for job in pending:
             job.reason = self._final_reason(job) if job.attempts else "never tried"
-        return SimulationResult(self.policy.name, self.jobs, self.timeline, self.total_gpus, self.cluster)
+        return SimulationResult(self.policy.name, self.jobs, self.timeline, self.total_gpus, self.cluster,
+                                self.whole_racks)
 
     def _try(self, job: SimJob, now: float) -> bool:
         if job.tried_at_epoch == self.epoch or job.never_fits:
@@ -174,7 +183,10 @@ class Simulation:
         explain = not job.attempts
         for tree, needs in zip(job.trees, job.needs):
             started = time.perf_counter()
-            plan = self.policy.place(self.cluster, tree, explain=explain)
+            if self.plain_pods is not None and _plain(job, tree):
+                plan = self._plain_plan(tree, needs)
+            else:
+                plan = self.policy.place(self.cluster, tree, explain=explain)
             job.plan_seconds += time.perf_counter() - started
             job.attempts += 1
             if not plan.placed:
@@ -241,6 +253,51 @@ class Simulation:
             self.timeline[-1] = (now, used)
         else:
             self.timeline.append((now, used))
+        racks = self._whole_racks()
+        if self.whole_racks and self.whole_racks[-1][0] == now:
+            self.whole_racks[-1] = (now, racks)
+        else:
+            self.whole_racks.append((now, racks))
+
+    def _whole_racks(self) -> int:
+        """Racks (the level above the nodes) whose GPU nodes are all schedulable and entirely free."""
+        tree = self.metric_topology
+        if tree is None or self.gpu is None:
+            return 0
+        level = tree.depth - 2 if tree.levels[-1].key == HOSTNAME_LABEL and tree.depth > 1 else tree.depth - 1
+        units, whole = whole_free_nodes(self.cluster.capacity.allocatable, self.cluster.free, self.schedulable,
+                                        self.gpu)
+        unit_sums, whole_sums = sum_by_level(tree, units & tree.member), sum_by_level(tree, whole & tree.member)
+        return int(((unit_sums[level] > 0) & (whole_sums[level] == unit_sums[level])).sum())
+
+    def _plain_plan(self, tree: GroupTree, needs: dict[str, RoleNeeds]) -> Plan:
+        """A pod of no gang as kube-scheduler places it: the nodes it fits on, the extender's score (x20, as
+        the shipped profile weighs it, 0-10 scaled to 0-100) plus NodeResourcesFit's LeastAllocated on cpu
+        and memory (weight 1, 0-100); the highest total wins, the first node on a tie."""
+        free = self.cluster.free.copy()
+        slots = {}
+        topology = self.metric_topology
+        columns = [self.cluster.resources.column[r] for r in ("cpu", "memory") if r in self.cluster.resources.column]
+        allocatable = self.cluster.capacity.allocatable
+        for slot in tree.slots():
+            request = needs[slot.role].request
+            fits = np.flatnonzero(self.schedulable & (free >= request).all(axis=1))
+            if fits.size == 0:
+                return Plan(placed=False, reason="no node has room for the pod")
+            column = self.gpu if self.gpu is not None and request[self.gpu] > 0 else None
+            extender = (packing_scores(topology, allocatable, free, request, fits, column, self.plain_pods)
+                        if column is not None else np.full(fits.size, 5))
+            least = ((free[np.ix_(fits, columns)] - request[columns]) /
+                     np.maximum(allocatable[np.ix_(fits, columns)], 1)).mean(axis=1) if columns else 0
+            node = int(fits[int(np.argmax(20 * 10 * extender + 100 * least))])
+            slots[slot] = node
+            free[node] -= request
+        return Plan(placed=True, slots=slots)
+
+
+def _plain(job: SimJob, tree: GroupTree) -> bool:
+    """A bare Pod with no topology or gang settings: kube-scheduler places it, not a gang planner."""
+    return job.entry.workload.get("kind") == "Pod" and tree.topology is None and len(job.trees) == 1
 
 
 def _pod_key(job: SimJob, tree: GroupTree, slot: Slot) -> str:

@@ -33,6 +33,10 @@ class WorkloadError(ValueError):
 def gangs_of(workload: Mapping, topologies: Mapping[str, TopologyTree] | None) -> list[GroupTree]:
     """The gang(s) of a workload: the grouper's trees, or one plain gang per pod group when the
     workload carries no gang or topology settings."""
+    if workload.get("kind") == "Pod" and isinstance(workload.get("spec"), Mapping):
+        metadata = workload.get("metadata") or {}          # a bare pod (a trace's pod of no gang): one slot
+        return [plain_gang(metadata.get("namespace") or "default", str(metadata.get("name")), "Pod",
+                           [(Slot("pod", 0), workload["spec"])])]
     try:
         return group_workload(workload, topologies) or plain_gangs(workload)
     except GroupingError as err:

@@ -2,7 +2,10 @@
 // State that survives a reload (selected gang, topology, resource) lives in the URL hash.
 "use strict";
 
-const REFRESH_MS = 1000 * (Number(new URLSearchParams(location.search).get("refresh")) || 3);
+// ?refresh=N seconds (default 3); below 1 s it is clamped to 1 s and the header says so
+const ASKED_REFRESH = Number(new URLSearchParams(location.search).get("refresh")) || 3;
+const REFRESH_MS = 1000 * Math.max(1, ASKED_REFRESH);
+const FOLD_CHARS = 180;             // longer refusal texts fold: their first words, then a click for the rest
 const CELL_LIMIT = 16;              // nodes with more units than this get a bar instead of one cell per unit
 const SLOT_LIMIT = 64;              // slots listed in the gang detail
 const PALETTE = ["#2563eb", "#db2777", "#0d9488", "#9333ea", "#ea580c", "#65a30d", "#0891b2", "#be123c"];
@@ -10,6 +13,7 @@ const WAITING = ["refused", "pending"];
 // larger topologies open as an overview (two levels, heat strips), expand on click; ?full draws every node
 const FULL_TREE_NODES = new URLSearchParams(location.search).has("full") ? Infinity : 512;
 
+const advice = {};                  // gang -> its what-if answer (asked for by a click; it changes nothing)
 const view = Object.fromEntries(new URLSearchParams(location.hash.slice(1)));   // gang, topology, resource
 let lastDrawn = "";
 let lastData = null;
@@ -96,7 +100,8 @@ async function refresh() {
     draw();
     afterDraw();
     showError(null);
-    document.getElementById("updated").textContent = new Date().toLocaleTimeString();
+    document.getElementById("updated").textContent = new Date().toLocaleTimeString() +
+      (ASKED_REFRESH < 1 ? " · refresh clamped to 1 s" : "");
   } catch (error) {
     showError(error);
   } finally {
@@ -206,6 +211,7 @@ function draw() {
     return;
   }
   const marks = plan && plan.topology === tree.name ? planMarks(plan, colours) : { nodes: {}, domains: {}, onNode: {} };
+  marks.placed = placedGangs(plans.plans, tree.name);
   const unit = tree.units[view.resource];
   treeBox.replaceChildren(el("div", { class: "children" },
     tree.domains.map((d) => drawDomain(d, 0, marks, unit, Boolean(tree.overview)))));
@@ -257,9 +263,79 @@ function drawGang(gang, plan, colours, now) {
     gang.status === "refused" ? null
       : el("div", { class: "muted pods" }, `pods: ${c.bound} bound · ${c.planned} planned · ${c.unplaced} unplaced`),
     el("div", { class: "muted internal" }, `PodGroup ${gang.name}`),
-    gang.reason ? el("p", { class: "reason" }, gang.reason) : null,
+    gang.reason ? reasonText(gang.reason) : null,
     ...gang.warnings.map((w) => el("p", { class: "warning" }, w)),
     selected && plan ? drawPlan(plan, colours) : null);
+}
+
+// A long refusal folds: its first words, then the whole text on a click.
+function reasonText(text) {
+  if (text.length <= FOLD_CHARS) return el("p", { class: "reason" }, text);
+  const cut = text.lastIndexOf(" ", FOLD_CHARS);
+  return el("details", { class: "reason folded" },
+    el("summary", { title: "show the whole reason" }, text.slice(0, cut > 40 ? cut : FOLD_CHARS) + " …"),
+    el("div", { class: "rest" }, text));
+}
+
+// A refused gang: the domains that came closest and what each lacks, and on a click what would make it fit.
+function drawClosest(plan) {
+  if (plan.status !== "refused") return null;
+  const known = advice[plan.gang];
+  const ask = async () => {
+    advice[plan.gang] = { verdict: "asking", text: "searching…" };
+    lastDrawn = ""; draw();
+    try {
+      advice[plan.gang] = await (await fetch(`debug/whatif/${plan.gang.split("/").map(enc).join("/")}`)).json();
+    } catch (error) {
+      advice[plan.gang] = { verdict: "error", text: String(error) };
+    }
+    lastDrawn = ""; draw();
+  };
+  return el("div", { class: "closest" },
+    (plan.closest || []).length ? [el("h4", {}, "Closest domains"),
+      el("ul", {}, plan.closest.map((c) => el("li", { "data-closest": c.domain }, c.text)))] : null,
+    known ? el("div", { class: `advice ${known.verdict}` }, el("b", {}, "What would make it fit: "), known.text || known.detail,
+      (known.victims || []).length ? el("ul", {}, known.victims.slice(0, 8).map((v) =>
+        el("li", {}, `evict ${v.pod} on ${v.node} (priority ${v.priority})`)),
+        known.victims.length > 8 ? el("li", {}, `and ${known.victims.length - 8} more`) : null) : null)
+      : el("button", { class: "ask", onclick: ask }, "What would make it fit?"));
+}
+
+// Where placed gangs are: domain id -> the gangs whose groups are confined to it (planned and bound).
+function placedGangs(list, topology) {
+  const at = {};
+  for (const gang of list) {
+    if (WAITING.includes(gang.status) || gang.topology !== topology) continue;
+    const domains = new Set(gang.groups.filter((g) => g.domain && g.level !== "node").map((g) => g.domain));
+    for (const d of domains) (at[d] = at[d] || []).push(gang);
+  }
+  return at;
+}
+
+// The placed gangs inside a domain (confined to it or to a domain below it).
+function gangsWithin(placed, id) {
+  const found = new Map();
+  for (const [domain, gangs] of Object.entries(placed)) {
+    if (domain === id || domain.startsWith(id + "/")) for (const g of gangs) found.set(g.gang, g);
+  }
+  return [...found.values()];
+}
+
+function gangTags(gangs) {
+  if (!gangs.length) return null;
+  const shown = gangs.slice(0, 4).map((g) => el("button", { class: `gang-tag ${g.status}`, title: `gang ${g.gang} (${g.status}): select`,
+    onclick: (e) => { e.stopPropagation(); select({ gang: g.gang, topology: g.topology || view.topology }); } },
+    g.workload || g.name));
+  return el("div", { class: "gang-tags" }, shown, gangs.length > 4 ? el("span", { class: "muted" }, `+${gangs.length - 4}`) : null);
+}
+
+// Whole free units: the share of a domain's GPU (else cpu) nodes entirely free, on the same red-green scale.
+function wholeShare(w) { return w && w.nodes > 0 ? w.free_nodes / w.nodes : 0; }
+
+function wholeText(w) {
+  if (!w || !w.nodes) return "";
+  const children = w.children !== undefined ? ` · ${w.free_children}/${w.children} ${w.child_level.split("/").pop()} whole` : "";
+  return `${w.free_nodes}/${w.nodes} nodes whole free${children}`;
 }
 
 function drawPlan(plan, colours) {
@@ -268,6 +344,7 @@ function drawPlan(plan, colours) {
       el("td", { class: s.status }, s.status + (s.reserved ? " · reserved" : ""))));
   const more = plan.slots.length - SLOT_LIMIT;
   return el("div", { class: "plan" },
+    drawClosest(plan),
     plan.groups.length ? el("table", {}, el("tr", {}, el("th", {}, "group"), el("th", {}, "level"), el("th", {}, "domain")),
       plan.groups.map((g) => el("tr", {}, el("td", {}, chip(g.group, colours)), el("td", {}, g.level || "any"),
         el("td", { title: g.domain || "" }, g.domain ? g.domain.split("/").pop() : "—")))) : null,
@@ -323,27 +400,36 @@ function drawDomain(domain, depth, marks, unit, overview = false) {
       onclick: () => toggle(domain.id) }, collapsed ? "▸" : "▾", head)
     : head;
   let body;
-  if (collapsed) body = heatStrip(domain, unit);
+  if (collapsed) body = heatStrip(domain, unit, marks.placed);
   else if (domain.children) {
     body = el("div", { class: "children" }, domain.children.map((c) => drawDomain(c, depth + 1, marks, unit, overview)));
   } else {
     body = el("div", { class: "nodes", style: `--columns: ${Math.ceil(Math.sqrt(domain.nodes.length))}` },
       domain.nodes.map((n) => drawNode(n, marks, unit)));
   }
+  const w = domain.whole;
   return el("div", { class: `domain depth-${depth}${groups ? " in-plan" : ""}${collapsed ? " collapsed" : ""}`,
-    "data-domain": domain.id },
-    opener, summary(domain, view.resource, unit),
+    "data-domain": domain.id, "data-whole": w ? `${w.free_nodes}/${w.nodes}` : null,
+    style: `--whole: ${wholeShare(w).toFixed(3)}` },
+    opener, w && w.nodes ? el("span", { class: "whole", title: `whole free ${w.unit} nodes (every ${w.unit} free, ` +
+      `node usable)${w.children !== undefined ? "; and whole free domains one level down" : ""}` }, wholeText(w)) : null,
+    summary(domain, view.resource, unit),
+    gangTags(gangsWithin(marks.placed || {}, domain.id)),
     groups ? el("div", { class: "plan-tag" }, groups.map((g) => chip(g, marks.colours))) : null,
     body);
 }
 
-// A collapsed domain: one cell per child, coloured by its share of usable free capacity (red none, green all).
-function heatStrip(domain, unit) {
+// A collapsed domain: one cell per child, coloured by its share of whole free nodes (red none, green all:
+// a child green only when whole nodes are free, not when every node has a GPU or two left); a dot marks a
+// child holding a placed gang.
+function heatStrip(domain, unit, placed) {
   const r = view.resource;
   return el("div", { class: "strip" }, domain.strip.map((c) => {
-    const share = c.allocatable[r] > 0 ? c.free[r] / c.allocatable[r] : 0;
-    return el("i", { class: "heat", "data-child": c.id, style: `--share: ${share.toFixed(3)}`,
-      title: `${c.value}: ${amount(c.free[r], unit)} usable free of ${amount(c.allocatable[r], unit)}` });
+    const share = wholeShare(c.whole);
+    const gangs = gangsWithin(placed || {}, c.id);
+    return el("i", { class: `heat${gangs.length ? " has-gang" : ""}`, "data-child": c.id, style: `--share: ${share.toFixed(3)}`,
+      title: `${c.value}: ${wholeText(c.whole)}; ${amount(c.free[r], unit)} of ${amount(c.allocatable[r], unit)} ${r} usable free` +
+        (gangs.length ? `\ngangs: ${gangs.map((g) => g.workload || g.name).join(", ")}` : "") });
   }));
 }
 
@@ -366,7 +452,7 @@ function drawNode(node, marks, unit, domainId = null) {
     node.pods > (node.holders || []).length ? `and ${node.pods - node.holders.length} more pods` : ""]
     .filter(Boolean).join("\n");
   const colour = slots && marks.colours[slots[0].group];
-  const classes = ["node", flags.length && "unusable", slots && "in-plan",
+  const classes = ["node", flags.length && "unusable", slots && "in-plan", node.whole_free && "whole-free",
     (marks.domains[domainId] || marks.onNode[node.node]) && "domain-in-plan"];
   return el("div", { class: classes.filter(Boolean).join(" "), "data-node": node.node, "data-domain": domainId,
     title, style: colour ? `--segment: ${colour}` : null },

@@ -17,7 +17,8 @@ import numpy as np
 import orjson
 
 from topology.counts import sum_by_level
-from topology.tree import TopologyTree
+from topology.fragmentation import unit_resource, whole_free_nodes
+from topology.tree import HOSTNAME_LABEL, TopologyTree
 
 HOLDERS_SHOWN = 8          # pods listed per node ("who holds the used GPUs")
 
@@ -32,6 +33,9 @@ class Snapshot:
     matrices: dict[str, np.ndarray]
     reservations: list[tuple[str, int]]        # (gang slot key, node)
     pods: list[tuple[str, int]]                # (pod key, node)
+    unit: str = ""                             # what whole nodes are counted in (nvidia.com/gpu, else cpu)
+    units: np.ndarray | None = None            # nodes with some of it
+    whole: np.ndarray | None = None            # usable nodes with all of it free (topology/fragmentation.py)
 
 
 def snapshot(service, tree: TopologyTree, resources: list[str]) -> Snapshot:
@@ -43,9 +47,14 @@ def snapshot(service, tree: TopologyTree, resources: list[str]) -> Snapshot:
     matrices = {"allocatable": capacity.allocatable[:, columns].copy(), "used": capacity.used[:, columns].copy(),
                 "reserved": capacity.reserved[:, columns].copy(), "free": usable[:, columns],
                 "unusable": unusable[:, columns]}
+    unit = unit_resource(list(cluster.resources.names))
+    units = whole = np.zeros(len(cluster.nodes), dtype=bool)
+    if unit in cluster.resources.column:
+        units, whole = whole_free_nodes(capacity.allocatable, capacity.free, ~cluster.unusable_nodes(),
+                                        cluster.resources.column[unit])
     return Snapshot(service.generation, tree, list(cluster.nodes), list(resources), columns, matrices,
                     [(key, usage.node) for key, usage in cluster.reservations.items()],
-                    [(key, usage.node) for key, usage in cluster.pods.items()])
+                    [(key, usage.node) for key, usage in cluster.pods.items()], unit, units, whole)
 
 
 def build(snap: Snapshot, depth: int | None = None, domain: str | None = None) -> dict:
@@ -60,13 +69,25 @@ def build(snap: Snapshot, depth: int | None = None, domain: str | None = None) -
     for key, node in snap.pods:
         holders.setdefault(node, []).append(key)
 
+    unit_sums = sum_by_level(tree, snap.units & tree.member)
+    whole_sums = sum_by_level(tree, snap.whole & tree.member)
+    whole_domain = [(unit_sums[level] > 0) & (whole_sums[level] == unit_sums[level]) for level in range(tree.depth)]
+
     def figures(level: int, index: int) -> dict:
-        return {kind: {r: int(sums[kind][i][level][index]) for i, r in enumerate(resources)} for kind in sums}
+        found = {kind: {r: int(sums[kind][i][level][index]) for i, r in enumerate(resources)} for kind in sums}
+        found["whole"] = {"unit": snap.unit, "free_nodes": int(whole_sums[level][index]),
+                          "nodes": int(unit_sums[level][index])}
+        if level + 1 < tree.depth and tree.levels[level + 1].key != HOSTNAME_LABEL:
+            children = tree.children_of(level, index)
+            found["whole"].update({"free_children": int(whole_domain[level + 1][children].sum()),
+                                   "children": int(len(children)), "child_level": tree.levels[level + 1].display})
+        return found
 
     def node_entry(index: int) -> dict:
         node = snap.nodes[index]
         held = sorted(holders.get(index, []))
         entry = {"node": node.name, "ready": node.ready, "schedulable": not node.unschedulable,
+                 "whole_free": bool(snap.whole[index]),
                  "taints": [f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}" for t in node.taints],
                  "pods": len(held), "holders": held[:HOLDERS_SHOWN],
                  "reservations": sorted(reservations.get(index, []))}

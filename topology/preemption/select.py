@@ -60,6 +60,7 @@ class PreemptionPlan:
     explanation: str = ""                        # why that domain (or, when not found, why none)
     outcomes: list[DomainOutcome] = field(default_factory=list)
     free: np.ndarray | None = None               # the free matrix with the victims gone
+    advice: str = ""                             # when not found: what would make it fit beyond its priority
 
     @property
     def reason(self) -> str:
