@@ -190,3 +190,11 @@ def test_the_planned_domain_offered_without_a_planned_node_is_replanned_inside_i
     offered = [n for n in racks[rack] if n != first]          # kube-scheduler's own filters dropped that node
     answers = [filter_(client, pod, offered) for pod in pods]
     assert all(len(a["NodeNames"]) == 1 and a["NodeNames"][0] in offered for a in answers), [reason(a) for a in answers if not a["NodeNames"]]
+
+
+def test_a_workload_annotated_native_gate_off_is_not_gated():
+    from service_helpers import indexed_job
+    job = indexed_job("llama", pods=8, gpus=4)
+    job["metadata"]["annotations"]["tas-extender.io/native-gate"] = "off"
+    gate = FakeGate()
+    assert _gate_admit(gate, job=job) == [] and gate.asked == []
