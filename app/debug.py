@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.middleware.gzip import GZipMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from topology.objects import ObjectsError, parse_objects
@@ -21,6 +22,7 @@ from .state.plans import GANG_REFUSED
 from .whatif import UnknownGang
 from .whatif import closest as closest_domains_of
 from .whatif import whatif as advice_for
+from .object_types import type_problem
 from .state.objects import metadata_problem, pod_shape_problem
 from .ui import tree_data
 from .extender import native_groups
@@ -36,6 +38,23 @@ def node_problem(obj: dict) -> str | None:
 from .state import ServiceState, kind_of
 
 router = APIRouter(tags=["debug"])
+GZIP_PATHS = ("/debug/", "/ui", "/metrics")      # read by people and tools; never the extender's hot verbs
+
+
+class DebugGZip:
+    """Gzip for the debug API, the page and the metrics when the client accepts it (a topology tree of
+    16,384 nodes is megabytes of JSON). The extender verbs and the webhook stay uncompressed: kube-scheduler
+    accepts gzip, and compressing every filter answer would cost its loop more CPU than it saves on loopback."""
+
+    def __init__(self, app, minimum_size: int = 500):
+        self.app = app
+        self.gzip = GZipMiddleware(app, minimum_size=minimum_size)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith(GZIP_PATHS):
+            await self.gzip(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
 
 def service_of(request: Request) -> ServiceState:
@@ -115,22 +134,34 @@ async def add_objects(request: Request) -> dict:
         objects = parse_objects(body.decode("utf-8", errors="replace"))
     except ObjectsError as err:
         raise HTTPException(400, str(err)) from None
+    for obj in objects:                 # every object checked before any is applied: all or nothing
+        problem = _object_problem(obj)
+        if problem:
+            raise HTTPException(problem[0], problem[1])
     applied = []
     for obj in objects:
-        metadata = obj.get("metadata") or {}
-        if not isinstance(metadata, dict) or not metadata.get("name"):
-            raise HTTPException(400, f"{obj.get('kind')}: metadata.name is required")
-        if obj.get("kind") == "Pod":
-            problem = pod_shape_problem(obj, f"Pod {metadata['name']}")
-        elif obj.get("kind") == "Node":
-            problem = node_problem(obj)
-        else:
-            problem = metadata_problem(metadata, f"{obj.get('kind')} {metadata['name']}")
-        if problem:                     # the watch never delivers such an object; it would break every verb
-            raise HTTPException(422 if obj.get("kind") == "Node" else 400, problem)
+        metadata = obj["metadata"]
         service.apply(kind_of(obj), "ADDED", obj)
         applied.append(f"{obj.get('kind')} {metadata.get('namespace') or ''}/{metadata['name']}".replace(" /", " "))
     return {"applied": applied}
+
+
+def _object_problem(obj: dict) -> tuple[int, str] | None:
+    """Why the watch would never deliver `obj` (it would break every verb): (HTTP status, what is wrong)."""
+    status = 422 if obj.get("kind") == "Node" else 400
+    problem = type_problem(obj)         # the API server's schema: a field of the wrong JSON type
+    if problem:
+        return status, problem
+    metadata = obj["metadata"]
+    if not metadata.get("name"):
+        return 400, f"{obj['kind']}: metadata.name is required"
+    if obj["kind"] == "Pod":
+        problem = pod_shape_problem(obj, f"Pod {metadata['name']}")
+    elif obj["kind"] == "Node":
+        problem = node_problem(obj)
+    else:
+        problem = metadata_problem(metadata, f"{obj['kind']} {metadata['name']}")
+    return (status, problem) if problem else None
 
 
 @router.get("/debug/topology", summary="The topologies: levels, domain counts, member nodes, fragmentation")
@@ -212,24 +243,34 @@ def _tree_cache(request: Request) -> tree_data.TreeCache:
 
 @router.get("/debug/search", summary="Find nodes, gangs, workloads, namespaces and pods by name (for the page)")
 def search(request: Request, q: str = Query(..., min_length=1, description="part of a name, case-insensitive"),
-           topology: str | None = Query(None, description="give each node's domain path in this topology"),
+           topology: str | None = Query(None, description="give each node's domain path in this topology "
+                                                          "(default: every topology, in `paths`)"),
            limit: int = Query(20, ge=1, le=200)) -> dict:
     service = service_of(request)
     needle = q.lower()
     with service.lock:
         cluster = service.cluster
-        tree = cluster.topologies.get(topology or "")
+        if topology and topology not in cluster.topologies:
+            known = ", ".join(sorted(cluster.topologies)) or "none"
+            raise HTTPException(404, f"unknown topology {topology!r}; known topologies: {known}")
+        trees = [cluster.topologies[topology]] if topology else [cluster.topologies[n] for n in sorted(cluster.topologies)]
+
+        def where(node: int) -> dict:
+            paths = {tree.name: _path(tree, node) for tree in trees}
+            first = next((path for path in paths.values() if path), [])
+            return {"path": first, "paths": paths}
+
         nodes = []
         for index, node in enumerate(cluster.nodes):
             if needle in node.name.lower() and len(nodes) < limit:
-                nodes.append({"node": node.name, "path": _path(tree, index)})
+                nodes.append({"node": node.name, **where(index)})
         gangs = [{"gang": p.key, "workload": p.tree.workload or p.tree.name, "namespace": p.tree.namespace,
                   "topology": p.topology}
                  for p in service.plans if needle in f"{p.key} {p.tree.workload}".lower()][:limit]
         pods = []
         for key, usage in cluster.pods.items():
             if needle in key.lower() and len(pods) < limit:
-                pods.append({"pod": key, "node": cluster.node_names[usage.node], "path": _path(tree, usage.node)})
+                pods.append({"pod": key, "node": cluster.node_names[usage.node], **where(usage.node)})
     return {"query": q, "nodes": nodes, "gangs": gangs, "pods": pods}
 
 

@@ -102,3 +102,24 @@ class MemoryWriter:
             return
         self.state.seen_pods.pop(key, None)
         self.state.apply(POD_KIND, "MODIFIED", pod)
+
+
+def place_demo_gangs(state: ServiceState, running: Iterable[Mapping], refused: Mapping) -> None:
+    """`serve --demo-size N`: every pod of each running gang through filter and bind, as kube-scheduler
+    would send them, then the first pod of the gang that does not fit, so that the page shows a fleet with
+    bound gangs and one refusal."""
+    from grouper import expand_pods
+
+    names = list(state.cluster.node_names)
+    bound = 0
+    for workload in running:
+        for pod in expand_pods(workload):
+            outcome = state.gangs.filter(pod, names)
+            if not outcome.nodes:
+                break                   # the fleet is full: leave this gang waiting too
+            meta = pod["metadata"]
+            if not state.gangs.bind(meta["namespace"], meta["name"], meta.get("uid") or "", outcome.nodes[0]):
+                bound += 1
+    state.gangs.filter(expand_pods(refused)[0], names)
+    log.info("demo gangs placed", extra=fields(gangs=len(list(state.plans)), pods_bound=bound))
+

@@ -20,11 +20,12 @@ from collections.abc import Callable, Iterable, Mapping
 from fastapi import FastAPI
 
 from .cluster_file import load_objects
+from .debug import DebugGZip
 from .debug import router as debug_router
 from .extender import GangScheduler, build_router
 from .kube.native_gate import NativeGate
 from .logs import fields, get_logger
-from .memory import MemoryWriter, load_into
+from .memory import MemoryWriter, load_into, place_demo_gangs
 from .ports import ClusterWriter
 from .settings import Settings
 from .state import ServiceState
@@ -58,8 +59,14 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
 
     if kube is None and settings.mode == "standalone":
         state.writer = writer or MemoryWriter(state)
+        fleet = demo_fleet(settings.demo_size) if objects is None and settings.demo_size else None
+        if fleet is not None:
+            objects = [*fleet[0], *fleet[1], fleet[2]]
         load_into(state, objects if objects is not None else load_objects(settings.cluster))
         state.gangs.restore()
+        if fleet is not None:
+            log.info("placing the demo fleet's gangs", extra=fields(nodes=settings.demo_size, gangs=len(fleet[1])))
+            place_demo_gangs(state, fleet[1], fleet[2])
         if serving:
             gc.freeze()   # the loaded cluster is long-lived: keep it out of every GC pass
         log.info("standalone cluster loaded", extra=fields(
@@ -96,7 +103,15 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
     app.include_router(debug_router)
     app.include_router(webhook_router)
     app.include_router(ui_router)
+    app.add_middleware(DebugGZip)
     return app
+
+
+def demo_fleet(node_count: int) -> tuple[list[dict], list[dict], dict]:
+    """(the fleet's nodes, pods and Topology; its running gangs' workloads; the refused one)."""
+    from topology.demo import fleet_objects, fleet_workloads
+    running, refused = fleet_workloads(node_count)
+    return fleet_objects(node_count), running, refused
 
 
 async def _expire_forever(state: ServiceState) -> None:

@@ -56,6 +56,7 @@ class Settings(BaseSettings):
     tls_cert: str | None = None
     tls_key: str | None = None
     cluster: str | None = None               # a cluster dump for standalone mode
+    demo_size: int | None = None             # standalone: a generated demo fleet of this many nodes
     kubeconfig: str | None = None
     in_cluster: bool = False
     reservation_ttl: float = Field(300.0, gt=0)
@@ -107,6 +108,14 @@ class Settings(BaseSettings):
     def _check_tls_pair(self) -> "Settings":
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("tls_cert and tls_key must be given together (--tls-cert and --tls-key)")
+        if self.demo_size is not None:
+            from topology.demo import fleet_problem
+            if self.cluster or self.mode == "kubernetes":
+                raise ValueError("--demo-size is a standalone demo: give it without --cluster, --kubeconfig "
+                                 "or --in-cluster")
+            problem = fleet_problem(self.demo_size)
+            if problem:
+                raise ValueError(problem)
         if self.host is None:
             self.host = "0.0.0.0" if self.mode == "kubernetes" else "127.0.0.1"
         return self

@@ -15,7 +15,7 @@ from topology.preemption.domains import Demand, Domains
 
 from .extender.admitted import admitted_tree
 from .extender.planning import identify, plan_input
-from .preemption import running_gangs, search_snapshot
+from .preemption import running_gangs, search_snapshot, searched
 from .state import ServiceState
 from .state.plans import GANG_REFUSED
 
@@ -43,7 +43,7 @@ def whatif(state: ServiceState, gang: str) -> dict:
     if snapshot is None:
         return {**head, "verdict": NEEDS_NODES, "text": "the gang cannot be planned on this cluster at all",
                 "victims": []}
-    inp, running, others, guarded = snapshot
+    inp, running, others, guarded = searched(state, snapshot)
     advice = advise(inp, running, protected=set(protected) | set(guarded), avoid=avoided, occupied_count=others)
     body = {**head, **advice.to_json(node_names, inp.resources.names)}
     body["protected_by_budgets"] = dict(sorted(guarded.items()))
@@ -68,7 +68,7 @@ def _unplanned(state: ServiceState, gang: str) -> dict:
     if snapshot is None:
         return {**head, "verdict": NEEDS_NODES, "text": "the gang cannot be planned on this cluster at all",
                 "victims": []}
-    inp, running, others, guarded = snapshot
+    inp, running, others, guarded = searched(state, snapshot)
     advice = advise(inp, running, protected=set(guarded), occupied_count=others, refused=False)
     return {**head, **advice.to_json(node_names, inp.resources.names),
             "protected_by_budgets": dict(sorted(guarded.items())), "preemption": state.settings.preemption}

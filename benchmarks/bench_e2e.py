@@ -1,14 +1,27 @@
-"""Scheduling throughput on a real control plane: pods bound per second through kube-scheduler with the
-extender (gangs) and through a plain kube-scheduler profile (the same pods, no gangs), in the same run.
+"""kube-scheduler's loop with the extender, against the same loop with a do-nothing extender and with no
+extender, on a real control plane, in the same run (issue 31 section 1).
 
-    TAS_K8S_ASSETS=/path/to/kubernetes/binaries python benchmarks/bench_e2e.py [--nodes 256] [--gangs 16]
+    TAS_K8S_ASSETS=/work/k8s python benchmarks/bench_e2e.py                   # 256 and 1,024 nodes, 3 rounds each
+    TAS_K8S_ASSETS=/work/k8s python benchmarks/bench_e2e.py --nodes 256 --rounds 2
+    TAS_K8S_ASSETS=/work/k8s python benchmarks/bench_e2e.py --refused --nodes 1024   # section 4: a refused gang
 
-The control plane, the extender (installed from manifests/, one replica called directly rather than through
-the tests' readiness proxy) and both schedulers are the end-to-end tests' harness (tests/e2e). Each gang is a KAI PodGroup of `--pods` pods of 8 GPUs that must share one block, its
-pods created by 8 threads at once; the plain round creates the same number of identical pods without a
-PodGroup for `default-scheduler`. Time runs from the first create to the last binding read back from the API
-server. Rounds alternate (plain, gangs, gangs, plain, ...) so that a noisy neighbour hurts both. Target: the
-extender path keeps at least 80% of the plain throughput at 256 nodes, every gang inside one block.
+Three kube-schedulers, configured alike (SETTINGS, printed at the start: every node scored, backoff 1 s,
+client QPS 1,000 / burst 2,000 so that no scheduler waits for its own rate limiter):
+- `plain`: no extender;
+- `null`: null_extender_stack.py on the service's stack (uvicorn, a bare ASGI app, binds through urllib3
+  threads), a filter keeping the first candidate and a bind writing the Binding with annotations;
+- `gangs`: the shipped extender profile (filter, prioritize, preempt, bind; the webhook on) and the service.
+Each round creates `--pods` pods (default 1,024; 1 GPU each, 8 threads at once); `gangs` rounds put them in
+KAI PodGroups of `--gang` pods that must share one block. Rounds rotate (plain, null, gangs, gangs, null,
+plain, ...) so a noisy neighbour hurts every kind. Per round: pods/s (first create to last binding),
+kube-scheduler's own scheduling_attempt_duration p50/p99 for the round's profile, the extender's CPU per pod
+(the service, or the null extender), the webhook as the API server waited for it (p50), bind latency (the
+service's bind verb vs kube-scheduler's DefaultBinder in the plain rounds), filter calls held for a gang's
+members and attempts kube-scheduler counted unschedulable. Then the median of each figure over the rounds
+with its range, the targets, and a verdict line.
+
+`--refused`: instead, rounds of `--plain` plain pods through the extender's profile, alone and while a gang
+that can never fit (128 pods of 8 GPUs, required block of 32 nodes) retries; target <= 1.2x the time alone.
 """
 from __future__ import annotations
 
@@ -16,13 +29,11 @@ import argparse
 import os
 import re
 import shutil
-import ssl
 import statistics
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,11 +46,16 @@ from kubernetes.client.exceptions import ApiException  # noqa: E402
 from controlplane import ControlPlane, find_binaries, free_port, start  # noqa: E402
 
 NODES_PER_RACK, RACKS_PER_BLOCK, BLOCKS_PER_ZONE = 8, 4, 4
+# The same for every scheduler of the run: only the extender differs.
+SETTINGS = {"percentageOfNodesToScore": 100, "podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 1,
+            "clientConnection": {"qps": 1000, "burst": 2000}}
+SCHEDULER = {"plain": "plain-bench", "null": "null-bench", "gangs": "tas-bench"}
+TITLE = {"plain": "plain kube-scheduler", "null": "null extender (uvicorn)", "gangs": "tas extender (gangs)"}
 
 
-def layout(nodes: int) -> dict[str, tuple[str, str, str]]:
+def layout(first: int, last: int) -> dict[str, tuple[str, str, str]]:
     out = {}
-    for i in range(nodes):
+    for i in range(first, last):
         rack = i // NODES_PER_RACK
         block = rack // RACKS_PER_BLOCK
         zone = block // BLOCKS_PER_ZONE
@@ -47,78 +63,221 @@ def layout(nodes: int) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def pod(name: str, scheduler: str, group: str | None) -> dict:
+def pod(name: str, scheduler: str, group: str | None, gpus: int = 1) -> dict:
     metadata = {"name": name, "labels": {"bench": "e2e"}}
     if group:
         metadata["annotations"] = {"pod-group-name": group}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
             "spec": {"schedulerName": scheduler, "containers": [{
-                "name": "main", "image": "busybox:1.36", "resources": {"limits": {GPU: "8"}}}]}}
+                "name": "main", "image": "busybox:1.36", "resources": {"limits": {GPU: str(gpus)}}}]}}
 
 
-# The kinds of round: which scheduler takes the pods, and whether they come in gangs.
-SCHEDULER = {"plain": "default-scheduler", "gangs": "tas-scheduler", "null": "null-scheduler"}
-TITLE = {"plain": "plain default-scheduler ", "gangs": "tas-scheduler + extender",
-         "null": "null-scheduler + null extender"}
+def alike(config: dict, name: str) -> dict:
+    """`config` with profile `name` and SETTINGS."""
+    profile = {**config["profiles"][0], "schedulerName": name,
+               "percentageOfNodesToScore": SETTINGS["percentageOfNodesToScore"]}
+    return {**config, "profiles": [profile], "clientConnection": dict(SETTINGS["clientConnection"]),
+            "podInitialBackoffSeconds": SETTINGS["podInitialBackoffSeconds"],
+            "podMaxBackoffSeconds": SETTINGS["podMaxBackoffSeconds"]}
 
 
-def start_null_extender(cluster: E2ECluster, bind: bool, stack: bool) -> None:
-    """null_extender.py and a kube-scheduler `null-scheduler` that calls its filter verb, configured as the
-    shipped profile is (HTTPS, node names only, every node a candidate) but with no other verb; with `bind`,
-    also its bind verb, which writes each Binding with placement annotations as the service does; with
-    `stack`, null_extender_stack.py: the same answers served by uvicorn, binds through urllib3 threads."""
+def start_schedulers(cluster: E2ECluster, kinds: list[str]) -> dict:
+    """One kube-scheduler per kind (SETTINGS alike); `null` also starts null_extender_stack.py."""
     plane = cluster.plane
-    port = free_port()
-    cert, key = plane.certs.issue("null-extender", "/CN=null-extender", server=True)
-    api = [plane.server, plane.certs.ca_crt, plane.certs.folder / "admin.crt", plane.certs.folder / "admin.key"]
-    script = ROOT / "benchmarks" / ("null_extender_stack.py" if stack else "null_extender.py")
-    plane.processes.append(start("null-extender", [sys.executable, script, port, cert, key,
-                                                   *(api if bind else [])], plane.folder))
-    config = scheduler_config(f"https://127.0.0.1:{port}", plane.certs.ca_crt.read_bytes())
-    config["profiles"][0]["schedulerName"] = "null-scheduler"
-    for extender in config["extenders"]:
-        for verb in ("prioritizeVerb", "preemptVerb", *(() if bind else ("bindVerb",))):
-            extender.pop(verb, None)
-    plane.start_scheduler("null-scheduler", config)
+    ca_pem = plane.certs.ca_crt.read_bytes()
+    base = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+            "profiles": [{}]}
+    out = {}
+    for kind in kinds:
+        if kind == "plain":
+            config = alike(base, SCHEDULER[kind])
+        elif kind == "gangs":
+            config = alike(scheduler_config(cluster.url, ca_pem), SCHEDULER[kind])
+        else:
+            port = free_port()
+            cert, key = plane.certs.issue("null-extender", "/CN=null-extender", server=True)
+            api = [plane.server, plane.certs.ca_crt, plane.certs.folder / "admin.crt", plane.certs.folder / "admin.key"]
+            plane.processes.append(start("null-extender", [sys.executable, ROOT / "benchmarks" / "null_extender_stack.py",
+                                                           port, cert, key, *api], plane.folder))
+            config = alike(scheduler_config(f"https://127.0.0.1:{port}", ca_pem), SCHEDULER[kind])
+            for extender in config["extenders"]:
+                extender.pop("prioritizeVerb", None)
+                extender.pop("preemptVerb", None)
+        out[kind] = plane.start_scheduler(SCHEDULER[kind], config)
+    return out
 
 
-def run_round(cluster: E2ECluster, namespace: str, gangs: int, pods: int, kind: str) -> dict:
-    with_extender = kind == "gangs"
+def extender_process(cluster: E2ECluster, kind: str) -> str | None:
+    return {"gangs": cluster.extender.replicas[0].process.name, "null": "null-extender"}.get(kind)
+
+
+# ------------------------------------------------------------------------------------------------------
+# metrics: histograms as bucket counts, so that each round gets its own p50 / p99
+def snapshot(cluster: E2ECluster, schedulers: dict) -> dict:
+    ours = cluster.plane.kubectl("get", "--raw", "/metrics")        # the API server's
+    service = _service_metrics(cluster)
+    out: dict = {"cpu": cpu_seconds(cluster), "buckets": {}, "counts": {}}
+    buckets, counts = out["buckets"], out["counts"]
+    add_buckets(buckets, ours, "apiserver_admission_webhook_admission_duration_seconds",
+                lambda labels: "webhook" if labels.get("type") == "admit" else None)
+    add_buckets(buckets, ours, "apiserver_request_duration_seconds",
+                lambda labels: "create" if (labels.get("verb"), labels.get("resource"), labels.get("subresource", ""))
+                == ("POST", "pods", "") else None)
+    add_buckets(buckets, service, "tas_extender_request_seconds",
+                lambda labels: "service " + labels.get("verb", ""))
+    add_counts(counts, service, "tas_extender_member_waits_total", lambda labels: "held")
+    for kind, process in schedulers.items():
+        text = cluster.plane.scheduler_metrics(process)
+        add_buckets(buckets, text, "scheduler_scheduling_attempt_duration_seconds", lambda labels: f"attempt {kind}")
+        add_buckets(buckets, text, "scheduler_framework_extension_point_duration_seconds",
+                    lambda labels: f"binder {kind}" if labels.get("extension_point") == "Bind" else None)
+        add_counts(counts, text, "scheduler_schedule_attempts_total",
+                   lambda labels: f"unschedulable {kind}" if labels.get("result") != "scheduled" else None)
+    return out
+
+
+def _service_metrics(cluster: E2ECluster) -> str:
+    import ssl
+    import urllib.request
+    context = ssl.create_default_context(cafile=str(cluster.plane.certs.ca_crt))
+    with urllib.request.urlopen(f"{cluster.url}/metrics", context=context, timeout=10) as answer:
+        return answer.read().decode()
+
+
+def add_buckets(out: dict, text: str, family: str, name_of) -> None:
+    head = family + "_bucket{"
+    for line in text.splitlines():
+        if line.startswith(head):
+            series, value = line.rsplit(" ", 1)
+            labels = _labels(series)
+            name = name_of(labels)
+            if name is not None:
+                le = float("inf") if labels["le"] == "+Inf" else float(labels["le"])
+                out.setdefault(name, Counter())[le] += float(value)
+
+
+def add_counts(out: dict, text: str, family: str, name_of) -> None:
+    for line in text.splitlines():
+        if line.startswith(family + "{") or line.startswith(family + " "):
+            series, value = line.rsplit(" ", 1)
+            name = name_of(_labels(series))
+            if name is not None:
+                out[name] = out.get(name, 0.0) + float(value)
+
+
+def quantile(before: Counter | None, after: Counter | None, q: float) -> float | None:
+    """The q-quantile (seconds) of what a cumulative histogram gained between two reads, interpolated
+    inside its bucket as Prometheus' histogram_quantile does; None when it gained nothing."""
+    if not after:
+        return None
+    bounds = sorted(after)
+    cumulative = [after[b] - (before or Counter())[b] for b in bounds]
+    total = cumulative[-1]
+    if total <= 0:
+        return None
+    rank, lower, below = q * total, 0.0, 0.0
+    for bound, count in zip(bounds, cumulative):
+        if count >= rank:
+            if bound == float("inf"):
+                return lower
+            return lower + (bound - lower) * ((rank - below) / (count - below) if count > below else 1.0)
+        lower, below = bound, count
+    return lower
+
+
+def round_figures(before: dict, after: dict, kind: str, pods: int, seconds: float, extender: str | None) -> dict:
+    def q(name, value):
+        found = quantile(before["buckets"].get(name), after["buckets"].get(name), value)
+        return None if found is None else found * 1e3
+    cpu = {name: after["cpu"][name] - before["cpu"].get(name, 0.0) for name in after["cpu"]}
+    scheduler_cpu = cpu.get(SCHEDULER[kind], 0.0)
+    return {
+        "pods/s": pods / seconds,
+        "attempt p50 ms": q(f"attempt {kind}", 0.5), "attempt p99 ms": q(f"attempt {kind}", 0.99),
+        "extender CPU ms/pod": (cpu.get(extender, 0.0) * 1e3 / pods) if extender else None,
+        "scheduler CPU ms/pod": scheduler_cpu * 1e3 / pods,
+        "apiserver CPU ms/pod": cpu.get("kube-apiserver", 0.0) * 1e3 / pods,
+        "webhook p50 ms": q("webhook", 0.5), "create p50 ms": q("create", 0.5),
+        "bind p50 ms": q("service bind", 0.5) if kind == "gangs" else q(f"binder {kind}", 0.5),
+        "filter p50 ms": q("service filter", 0.5) if kind == "gangs" else None,
+        "held": after["counts"].get("held", 0.0) - before["counts"].get("held", 0.0) if kind == "gangs" else 0.0,
+        "unschedulable": after["counts"].get(f"unschedulable {kind}", 0.0)
+        - before["counts"].get(f"unschedulable {kind}", 0.0),
+    }
+
+
+# ------------------------------------------------------------------------------------------------------
+class Profiler:
+    """Where the service's CPU goes, by part: `--py-spy FILE` starts the service under `py-spy record`
+    (`pip install py-spy`; attaching to a running process is not allowed here) through the harness's
+    TAS_E2E_WRAP, for the whole run (`--kinds gangs` to profile gang rounds only); py-spy writes FILE when
+    the service stops. Each on-CPU sample counts for the innermost frame matching one of PARTS."""
+    PARTS = [("watch decoding", ("app/kube/sync", "kubernetes/watch", "app/kube/client")),
+             ("webhook", ("app/webhook",)), ("bind (API write)", ("app/extender/binding", "app/kube/writer")),
+             ("filter", ("gang.py", "member_wait", "refusal_cache", "planning.py")),
+             ("prioritize", ("scores.py",)), ("state updates", ("app/state",)),
+             ("metrics", ("prometheus_client",)), ("logging", ("logging/", "app/logs")),
+             ("TLS", ("ssl.py", "_ssl")), ("HTTP server (uvicorn)", ("uvicorn", "httptools", "starlette", "fastapi")),
+             ("HTTP client (urllib3)", ("urllib3", "http/client")), ("JSON", ("orjson", "json/"))]
+
+    @staticmethod
+    def report(path: Path, pods: int, cpu_ms_per_pod: float | None) -> None:
+        parts: Counter = Counter()
+        for line in path.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            frames = stack.split(";")
+            part = next((name for frame in reversed(frames) for name, marks in Profiler.PARTS
+                         if any(mark in frame for mark in marks)), "other")
+            parts[part] += int(count)
+        total = sum(parts.values())
+        print(f"\nservice CPU by part (py-spy, {total} on-CPU samples over the run; gang rounds' service CPU "
+              f"{fmt(cpu_ms_per_pod)} ms per gang pod):")
+        for part, count in parts.most_common():
+            share = count / total
+            print(f"  {part:<24} {100 * share:5.1f}%" + (f"  ~{share * cpu_ms_per_pod:.2f} ms/pod" if cpu_ms_per_pod else ""))
+
+
+def stop_under_profiler(popen) -> None:
+    """Stop the service py-spy launched (py-spy writes its file when its child exits)."""
+    import signal
+    for child in Path(f"/proc/{popen.pid}/task/{popen.pid}/children").read_text().split():
+        os.kill(int(child), signal.SIGTERM)
+    popen.wait(timeout=60)
+
+
+def run_round(cluster: E2ECluster, schedulers: dict, namespace: str, kind: str, pods: int, gang: int) -> dict:
     cluster.create_namespace(namespace)
-    if with_extender:
+    gangs = pods // gang if kind == "gangs" else 0
+    if gangs:
         cluster.apply([{"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
                         "metadata": {"name": f"gang-{g}"},
-                        "spec": {"minMember": pods, "topologyConstraint": {
+                        "spec": {"minMember": gang, "topologyConstraint": {
                             "topology": "e2e", "requiredTopologyLevel": "block"}}} for g in range(gangs)],
                       namespace=namespace)
         time.sleep(1)                          # the extender's watch has the PodGroups before their pods
-    scheduler = SCHEDULER[kind]
-    objects = [pod(f"p-{g}-{i}", scheduler, f"gang-{g}" if with_extender else None)
-               for g in range(gangs) for i in range(pods)]
-    latencies, cpu = latency_totals(cluster), cpu_seconds(cluster)
-    bindings = BindingWatch(cluster, namespace, len(objects))
-    created_at: dict[str, float] = {}
+    objects = [pod(f"p-{i}", SCHEDULER[kind], f"gang-{i // gang}" if gangs else None) for i in range(pods)]
+    before = snapshot(cluster, schedulers)
+    elapsed = create_and_wait(cluster, namespace, objects)
+    after = snapshot(cluster, schedulers)
+    figures = round_figures(before, after, kind, pods, elapsed, extender_process(cluster, kind))
+    if gangs:
+        figures["violations"] = violations(cluster, cluster.wait_bound(namespace, pods, timeout=60))
+    return figures
+
+
+def create_and_wait(cluster: E2ECluster, namespace: str, objects: list[dict], timeout: float = 900) -> float:
+    """Seconds from the first create to the last of `objects` bound."""
+    bindings = BindingWatch(cluster, namespace, len(objects), {o["metadata"]["name"] for o in objects})
 
     def create(obj: dict) -> None:
         response = cluster.core.create_namespaced_pod(namespace, obj, _preload_content=False)
         response.drain_conn()                  # the pod as created is not read: no model to build
         response.release_conn()
-        created_at[obj["metadata"]["name"]] = time.monotonic()
     started = time.monotonic()
     with ThreadPoolExecutor(8) as threads:
         list(threads.map(create, objects))
-    created = time.monotonic() - started
-    bound_at = bindings.wait(timeout=600)
-    elapsed = max(bound_at.values()) - started
-    cpu = cpu_used(cpu, cpu_seconds(cluster), elapsed)        # before the checks below read every pod
-    bound = cluster.wait_bound(namespace, len(objects), timeout=60)
-    result = {"pods": len(objects), "seconds": elapsed, "create_seconds": created,
-              "pods_per_second": len(objects) / elapsed, "violations": 0,
-              "latency": latency_means(latencies, latency_totals(cluster)), "cpu": cpu,
-              "wait": waits(created_at, bound_at, gangs if with_extender else 0, pods)}
-    if with_extender:
-        result["violations"] = violations(cluster, bound)
-    return result
+    bound_at = bindings.wait(timeout=timeout)
+    return max(bound_at.values()) - started
 
 
 class BindingWatch(PodSink):
@@ -127,8 +286,8 @@ class BindingWatch(PodSink):
     interval to every round. Events come as raw JSON: the client library's models would cost about as much
     CPU per event as the extender spends on it, on the cores being measured."""
 
-    def __init__(self, cluster: E2ECluster, namespace: str, expected: int):
-        self.namespace, self.expected = namespace, expected
+    def __init__(self, cluster: E2ECluster, namespace: str, expected: int, names: set[str] | None = None):
+        self.namespace, self.expected, self.names = namespace, expected, names
         self.bound_at: dict[str, float] = {}
         self.done = threading.Event()
         self._sinks = cluster.pod_sinks
@@ -136,7 +295,8 @@ class BindingWatch(PodSink):
 
     def apply(self, kind, event, pod) -> None:
         metadata = pod.get("metadata") or {}
-        if metadata.get("namespace") == self.namespace and (pod.get("spec") or {}).get("nodeName"):
+        if metadata.get("namespace") == self.namespace and (pod.get("spec") or {}).get("nodeName") \
+                and (self.names is None or metadata.get("name") in self.names):
             self._bound(metadata["name"])
 
     def _bound(self, name: str) -> None:
@@ -152,73 +312,6 @@ class BindingWatch(PodSink):
             return self.bound_at
         finally:
             self._sinks.remove(self)
-
-
-def waits(created_at: dict[str, float], bound_at: dict[str, float], gangs: int, pods: int) -> str:
-    """From each pod's creation (each gang's last pod's, for gangs) to its binding: mean and worst."""
-    if gangs:
-        per_pod = [bound_at[f"p-{g}-{i}"] - max(created_at[f"p-{g}-{j}"] for j in range(pods))
-                   for g in range(gangs) for i in range(pods)]
-        what = "from the gang's last create to binding"
-    else:
-        per_pod = [bound_at[name] - created_at[name] for name in created_at]
-        what = "from create to binding"
-    return f"{what}: mean {statistics.mean(per_pod):.2f} s, worst {max(per_pod):.2f} s"
-
-
-def latency_totals(cluster: E2ECluster) -> dict[str, tuple[float, float]]:
-    """(sum of seconds, count) per extender verb and webhook as the extender measured them, the webhook as
-    the API server waited for it (apiserver_admission_webhook_admission_duration_seconds), and each
-    kube-scheduler's scheduling algorithm and filter plugins."""
-    context = ssl.create_default_context(cafile=str(cluster.plane.certs.ca_crt))
-    with urllib.request.urlopen(f"{cluster.url}/metrics", context=context, timeout=10) as answer:
-        ours = answer.read().decode()
-    theirs = cluster.plane.kubectl("get", "--raw", "/metrics")
-    totals: dict[str, list[float]] = {}
-    add_histogram(totals, ours, "tas_extender_request_seconds", lambda labels: labels.get("verb", ""))
-    add_histogram(totals, ours, "tas_extender_planning_seconds", lambda labels: "planning " + labels.get("kind", ""))
-    add_histogram(totals, theirs, "apiserver_admission_webhook_admission_duration_seconds",
-                  lambda labels: "apiserver-" + labels.get("type", ""))
-    add_histogram(totals, theirs, "apiserver_request_duration_seconds",   # the bind verb's write, as served
-                  lambda labels: "apiserver-binding" if (labels.get("verb"), labels.get("resource"),
-                                                         labels.get("subresource")) == ("POST", "pods", "binding")
-                  else None)
-    for scheduler in (p for p in cluster.plane.processes if p.port is not None):
-        # kube-scheduler's own: its scheduling algorithm (filter plugins, extender calls, scores) and, within
-        # it, the filter plugins; the cycle is serial, so its length bounds the pods scheduled per second
-        text = cluster.plane.scheduler_metrics(scheduler)
-        add_histogram(totals, text, "scheduler_scheduling_algorithm_duration_seconds",
-                      lambda labels: f"{scheduler.name} algorithm")
-        add_histogram(totals, text, "scheduler_framework_extension_point_duration_seconds",
-                      lambda labels: f"{scheduler.name} filter plugins"
-                      if labels.get("extension_point") == "Filter" else None)
-    # counts with no time: filter calls held for their gang's pods, API requests by verb and resource
-    add_counter(totals, ours, "tas_extender_member_waits_total", lambda labels: "holds " + labels.get("outcome", ""))
-    add_counter(totals, theirs, "apiserver_request_total", lambda labels: (
-        "requests " + labels.get("verb", "") + " " + labels.get("resource", "") +
-        ("/" + labels["subresource"] if labels.get("subresource") else "")))
-    return {name: (total, count) for name, (total, count) in totals.items()}
-
-
-def add_histogram(totals: dict[str, list[float]], text: str, family: str, name_of) -> None:
-    """Add the _sum and _count of every series of a Prometheus histogram to totals[name_of(its labels)]
-    (a series whose name_of is None is left out)."""
-    for line in text.splitlines():
-        for part, index in (("_sum", 0), ("_count", 1)):
-            head = family + part
-            if line.startswith(head) and line[len(head):len(head) + 1] in ("{", " "):
-                series, value = line.rsplit(" ", 1)
-                name = name_of(_labels(series))
-                if name is not None:
-                    totals.setdefault(name, [0.0, 0.0])[index] += float(value)
-
-
-def add_counter(totals: dict[str, list[float]], text: str, family: str, name_of) -> None:
-    """Add every series of a Prometheus counter to the count of totals[name_of(its labels)]."""
-    for line in text.splitlines():
-        if line.startswith(family + "{"):
-            series, value = line.rsplit(" ", 1)
-            totals.setdefault(name_of(_labels(series)), [0.0, 0.0])[1] += float(value)
 
 
 def _labels(series: str) -> dict[str, str]:
@@ -239,30 +332,6 @@ def cpu_seconds(cluster: E2ECluster) -> dict[str, float]:
     return out
 
 
-def cpu_used(before: dict[str, float], after: dict[str, float], elapsed: float) -> str:
-    used = {name: after[name] - before.get(name, 0.0) for name in after}
-    each = ", ".join(f"{name} {seconds:.2f}" for name, seconds in sorted(used.items(), key=lambda kv: -kv[1])
-                     if seconds >= 0.05)
-    total = sum(used.values())
-    return f"{each}; all {total:.2f} in {elapsed:.2f} s: {total / elapsed:.1f} of {os.cpu_count()} cores busy"
-
-
-def latency_means(before: dict, after: dict) -> str:
-    out, requests, holds = [], [], []
-    for name, (total, count) in sorted(after.items()):
-        done = count - before.get(name, (0.0, 0.0))[1]
-        if name.startswith("requests "):
-            if done >= 5:
-                requests.append((done, name.removeprefix("requests ")))
-        elif name.startswith("holds "):
-            holds.append(f"{name.removeprefix('holds ')} {done:.0f}")
-        elif done:
-            out.append(f"{name} {1000 * (total - before.get(name, (0.0, 0.0))[0]) / done:.1f} ms x {done:.0f}")
-    busiest = ", ".join(f"{name} {done:.0f}" for done, name in sorted(requests, reverse=True)[:6])
-    held = f"; filter calls held for their gang's pods (--member-wait): {', '.join(holds)}" if holds else ""
-    return "; ".join(out) + held + (f"\n      API requests: {busiest}" if busiest else "")
-
-
 def violations(cluster: E2ECluster, bound: list) -> int:
     """Gangs spread over more than one block, plus nodes over their 8 GPUs."""
     block_of = {n.metadata.name: n.metadata.labels[LEVELS[1]] for n in cluster.core.list_node().items}
@@ -270,7 +339,7 @@ def violations(cluster: E2ECluster, bound: list) -> int:
     per_node: Counter = Counter()
     for p in bound:
         blocks.setdefault(p.metadata.annotations["pod-group-name"], set()).add(block_of[p.spec.node_name])
-        per_node[p.spec.node_name] += 8
+        per_node[p.spec.node_name] += int(p.spec.containers[0].resources.limits[GPU])
     return sum(len(b) > 1 for b in blocks.values()) + sum(used > 8 for used in per_node.values())
 
 
@@ -290,86 +359,153 @@ def clear(cluster: E2ECluster, namespace: str) -> None:
         time.sleep(0.5)
 
 
+ORDER = ["plain", "null", "gangs"]
+FIGURES = ["pods/s", "attempt p50 ms", "attempt p99 ms", "extender CPU ms/pod", "scheduler CPU ms/pod",
+           "apiserver CPU ms/pod", "webhook p50 ms", "create p50 ms", "bind p50 ms", "filter p50 ms", "held",
+           "unschedulable"]
+
+
+def fmt(value) -> str:
+    return "-" if value is None else f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def median_range(values: list) -> tuple[float | None, str]:
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None, "-"
+    return statistics.median(values), f"{fmt(statistics.median(values))} ({fmt(values[0])}-{fmt(values[-1])})"
+
+
+def summary(size: int, results: dict[str, list[dict]]) -> None:
+    print(f"\n== {size} nodes: median (range) over {len(results['gangs'])} rounds of each kind")
+    medians: dict[str, dict[str, float | None]] = {}
+    for kind in ORDER:
+        medians[kind] = {}
+        cells = []
+        for name in FIGURES:
+            medians[kind][name], text = median_range([r.get(name) for r in results[kind]])
+            if text != "-":
+                cells.append(f"{name} {text}")
+        print(f"  {TITLE[kind]:<26} " + "; ".join(cells))
+    g, n, p = medians["gangs"], medians["null"], medians["plain"]
+    checks = [
+        ("gang pods/s >= 0.95 x null", g["pods/s"] / n["pods/s"], 0.95, ">="),
+        ("attempt p50 <= 1.5 x null", _ratio(g["attempt p50 ms"], n["attempt p50 ms"]), 1.5, "<="),
+        ("service CPU per gang pod <= 1.5 ms", g["extender CPU ms/pod"], 1.5, "<="),
+        ("webhook p50 <= 5 ms", g["webhook p50 ms"], 5.0, "<="),
+        ("bind p50 <= kube-scheduler's binder (ratio)", _ratio(g["bind p50 ms"], p["bind p50 ms"]), 1.0, "<="),
+        ("gang pods/s >= 0.80 x plain (goal)", g["pods/s"] / p["pods/s"], 0.80, ">="),
+    ]
+    verdicts = []
+    for label, value, target, op in checks:
+        ok = value is not None and (value >= target if op == ">=" else value <= target)
+        verdicts.append(f"{label}: {fmt(value)} {'met' if ok else 'MISSED'}")
+    violations_ = sum(r.get("violations", 0) for r in results["gangs"])
+    print(f"verdict at {size} nodes: " + "; ".join(verdicts) + f"; constraint violations {violations_}")
+
+
+def _ratio(a, b):
+    return None if a is None or not b else a / b
+
+
+def refused_rounds(cluster: E2ECluster, schedulers: dict, rounds: int, plain: int) -> None:
+    """Section 4: plain pods through the extender's profile, alone and while a never-fitting gang retries."""
+    times: dict[str, list[float]] = {"alone": [], "with a refused gang": []}
+    for n in range(rounds):
+        for label in (("alone", "with a refused gang") if n % 2 == 0 else ("with a refused gang", "alone")):
+            namespace = f"refused-{n}-{'a' if label == 'alone' else 'r'}"
+            cluster.create_namespace(namespace)
+            if label != "alone":
+                cluster.apply([{"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                                "metadata": {"name": "huge"},
+                                "spec": {"minMember": 128, "topologyConstraint": {
+                                    "topology": "e2e", "requiredTopologyLevel": "block"}}}], namespace=namespace)
+                time.sleep(1)
+                huge = [pod(f"huge-{i}", SCHEDULER["gangs"], "huge", gpus=8) for i in range(128)]
+                with ThreadPoolExecutor(8) as threads:
+                    list(threads.map(lambda o: cluster.core.create_namespaced_pod(namespace, o), huge))
+                time.sleep(3)                  # it is refused and retrying
+            before = snapshot(cluster, schedulers)
+            objects = [pod(f"web-{i}", SCHEDULER["gangs"], None) for i in range(plain)]
+            seconds = create_and_wait(cluster, namespace, objects)
+            after = snapshot(cluster, schedulers)
+            times[label].append(seconds)
+            attempts = after["counts"].get("unschedulable gangs", 0) - before["counts"].get("unschedulable gangs", 0)
+            p50 = quantile(before["buckets"].get("attempt gangs"), after["buckets"].get("attempt gangs"), 0.5)
+            p99 = quantile(before["buckets"].get("attempt gangs"), after["buckets"].get("attempt gangs"), 0.99)
+            print(f"  round {n + 1} {label:<20} {plain} plain pods in {seconds:.2f} s; unschedulable attempts "
+                  f"{attempts:.0f}; attempt p50 {fmt(p50 and p50 * 1e3)} ms p99 {fmt(p99 and p99 * 1e3)} ms", flush=True)
+            clear(cluster, namespace)
+    alone, mixed = statistics.median(times["alone"]), statistics.median(times["with a refused gang"])
+    ratios = sorted(m / a for m, a in zip(times["with a refused gang"], times["alone"]))
+    print(f"verdict: plain pods {mixed / alone:.2f}x slower while the gang retries (medians; per pair "
+          f"{ratios[0]:.2f}-{ratios[-1]:.2f}); target <= 1.2x: {'met' if mixed / alone <= 1.2 else 'MISSED'}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=256, help="GPU nodes, 8 GPUs each (up to 2,000)")
-    parser.add_argument("--gangs", type=int, default=0, help="gangs per round (default: half the cluster)")
-    parser.add_argument("--pods", type=int, default=8, help="pods per gang, 8 GPUs each")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds of each kind, alternating")
-    parser.add_argument("--gates", action="store_true",
-                        help="the control plane with the native workload scheduling gates on: gangs wait at "
-                             "kube-scheduler's own gate (a native PodGroup the extender creates) instead of "
-                             "the extender's filter")
+    parser.add_argument("--nodes", type=int, action="append", help="GPU nodes, 8 GPUs each (repeatable; "
+                        "default 256 and 1,024, the larger made by adding nodes)")
+    parser.add_argument("--pods", type=int, default=1024, help="pods per round, 1 GPU each (default 1,024)")
+    parser.add_argument("--gang", type=int, default=16, help="pods per gang in the gangs rounds (default 16)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of each kind per size (default 3)")
+    parser.add_argument("--refused", action="store_true", help="section 4: plain pods while a refused gang retries")
+    parser.add_argument("--plain", type=int, default=200, help="--refused: plain pods per round (default 200)")
     parser.add_argument("--logs", type=Path, help="copy the control plane's and the extender's logs here")
-    parser.add_argument("--null-extender", action="store_true",
-                        help="also rounds of the plain pods through a kube-scheduler calling null_extender.py "
-                             "(a filter that keeps the first candidate): what calling any extender costs here")
-    parser.add_argument("--null-bind", action="store_true",
-                        help="--null-extender whose extender also binds (one Binding write per pod, with "
-                             "placement annotations, as the service does): what any binding extender costs here")
-    parser.add_argument("--null-stack", action="store_true",
-                        help="--null-bind with the null extender on the service's stack (uvicorn, a bare ASGI "
-                             "app, binds through urllib3 threads) instead of hand-written HTTP")
+    parser.add_argument("--py-spy", type=Path, metavar="FILE", help="run the service under py-spy (raw stacks to "
+                        "FILE) and print its CPU by part; its CPU seconds then count py-spy's too")
+    parser.add_argument("--kinds", default=",".join(ORDER), help="kinds of round (default plain,null,gangs)")
     args = parser.parse_args()
-    if not 8 <= args.nodes <= 2000:
-        parser.error(f"--nodes {args.nodes}: expected 8 to 2,000")
-    gangs = args.gangs or max(1, args.nodes // (2 * args.pods))
-    if gangs * args.pods > args.nodes:
-        parser.error(f"--gangs {gangs} x --pods {args.pods} need more than the {args.nodes} nodes")
+    sizes = sorted(args.nodes or [256, 1024])
+    if not all(8 <= n <= 2000 for n in sizes) or args.pods % args.gang:
+        parser.error("--nodes 8 to 2,000 each; --pods a multiple of --gang")
+    kinds = [kind for kind in ORDER if kind in args.kinds.split(",")]
+    if args.py_spy:
+        os.environ["TAS_E2E_WRAP"] = f"py-spy record --format raw --rate 100 -o {args.py_spy.resolve()} --"
     binaries, reason = find_binaries()
     if reason:
         print(f"bench_e2e: {reason}", file=sys.stderr)
         return 2
+    print(f"settings of every scheduler: {SETTINGS}; {args.pods} pods per round (1 GPU each), gangs of {args.gang} "
+          f"in one block ({NODES_PER_RACK * RACKS_PER_BLOCK} nodes); machine: {os.cpu_count()} cores, shared")
     with tempfile.TemporaryDirectory(prefix="bench-e2e-") as folder:
-        plane = ControlPlane(binaries, Path(folder), gates=args.gates).start()
+        plane = ControlPlane(binaries, Path(folder)).start()
         cluster = None
         try:
             # one replica, called directly: the tests' readiness proxy is a Python TCP relay that would cost
             # more than the extender (a real Service is forwarded by the kernel)
             cluster = E2ECluster(plane, direct=True).install()
-            began = time.monotonic()
-            cluster.add_gpu_nodes(layout(args.nodes))
-            print(f"{args.nodes} GPU nodes added in {time.monotonic() - began:.1f} s; "
-                  f"{gangs} gangs x {args.pods} pods per round (one block each) vs {gangs * args.pods} plain pods")
-            args.null_bind |= args.null_stack
-            with_null = args.null_extender or args.null_bind
-            kinds = ["plain", "gangs"] + (["null"] if with_null else [])
-            if with_null:
-                start_null_extender(cluster, args.null_bind, args.null_stack)
-            titles = {**TITLE, "null": TITLE["null"] + (
-                " (filter, bind" + (", uvicorn)" if args.null_stack else ")") if args.null_bind else " (filter)")}
-            results: dict[str, list[dict]] = {kind: [] for kind in kinds}
-            order = (kinds + kinds[::-1]) * args.rounds          # plain, gangs, gangs, plain, ...
-            for n, kind in enumerate(order[:len(kinds) * args.rounds]):
-                namespace = f"bench-{n}"
-                result = run_round(cluster, namespace, gangs, args.pods, kind)
-                results[kind].append(result)
-                print(f"  round {n + 1}: {titles[kind]} {result['pods']} pods in {result['seconds']:.2f} s "
-                      f"({result['pods_per_second']:.1f} pods/s; created in {result['create_seconds']:.2f} s)"
-                      + (f", constraint violations: {result['violations']}" if kind == "gangs" else ""))
-                print(f"      mean latency: {result['latency']}")
-                print(f"      CPU seconds: {result['cpu']}")
-                print(f"      {result['wait']}")
-                clear(cluster, namespace)
-            plain = statistics.mean(r["pods_per_second"] for r in results["plain"])
-            gang = statistics.mean(r["pods_per_second"] for r in results["gangs"])
-            print(f"plain kube-scheduler: {plain:.1f} pods/s; with the extender (gangs): {gang:.1f} pods/s; "
-                  f"ratio {gang / plain:.0%} (target >= 80%); violations: "
-                  f"{sum(r['violations'] for r in results['gangs'])}")
-            spread = {kind: sorted(r["pods_per_second"] for r in results[kind]) for kind in kinds}
-            print("the same as medians (the rounds' range), less moved by one noisy round: " + ", ".join(
-                f"{kind} {statistics.median(rates):.1f} ({rates[0]:.1f}-{rates[-1]:.1f}) pods/s"
-                for kind, rates in spread.items()) +
-                f"; ratio {statistics.median(spread['gangs']) / statistics.median(spread['plain']):.0%}")
-            if with_null:
-                null = statistics.mean(r["pods_per_second"] for r in results["null"])
-                calls = "a filter and a bind call each" if args.null_bind else "a filter call each"
-                print(f"with the null extender (plain pods, {calls}): {null:.1f} pods/s; "
-                      f"ratio {null / plain:.0%}")
+            schedulers = start_schedulers(cluster, ["gangs"] if args.refused else kinds)
+            have = 0
+            for size in sizes:
+                began = time.monotonic()
+                cluster.add_gpu_nodes(layout(have, size))
+                have = size
+                time.sleep(3)
+                print(f"\n{size} GPU nodes ({time.monotonic() - began:.1f} s to add)", flush=True)
+                if args.refused:
+                    refused_rounds(cluster, schedulers, args.rounds, args.plain)
+                    continue
+                results: dict[str, list[dict]] = {kind: [] for kind in ORDER}
+                order = [(kinds if n % 2 == 0 else kinds[::-1]) for n in range(args.rounds)]
+                for n, kind in enumerate(k for kinds in order for k in kinds):
+                    namespace = f"bench-{size}-{n}"
+                    result = run_round(cluster, schedulers, namespace, kind, args.pods, args.gang)
+                    results[kind].append(result)
+                    print(f"  round {n + 1} {TITLE[kind]:<26} " + "; ".join(
+                        f"{name} {fmt(result.get(name))}" for name in FIGURES + ["violations"]
+                        if result.get(name) is not None), flush=True)
+                    clear(cluster, namespace)
+                if all(results[kind] for kind in ORDER):
+                    summary(size, results)
         finally:
+            if cluster is not None and args.py_spy:
+                stop_under_profiler(cluster.extender.replicas[0].process.popen)
             if cluster is not None:
                 cluster.stop()
             plane.stop()
+            if args.py_spy and args.py_spy.exists():
+                Profiler.report(args.py_spy, 0, None)
             if args.logs:
                 args.logs.mkdir(parents=True, exist_ok=True)
                 for log in Path(folder).rglob("*.log"):

@@ -104,7 +104,7 @@ def schedule(client: TestClient, pod: dict, names: list[str] | None = None) -> s
     """filter -> prioritize -> bind the best node, as kube-scheduler does; the node chosen."""
     answer = filter_(client, pod, names)
     assert answer["Error"] == "", answer["Error"]
-    assert answer["NodeNames"], f"no node for {pod['metadata']['name']}: {set(answer['FailedNodes'].values())}"
+    assert answer["NodeNames"], f"no node for {pod['metadata']['name']}: {set(failures(answer).values())}"
     scores = prioritize(client, pod, answer["NodeNames"])
     node = max(answer["NodeNames"], key=lambda n: scores[n])
     assert bind(client, pod, node) == ""
@@ -116,3 +116,15 @@ def domain_of(client: TestClient, node: str, level: str) -> str:
     tree = cluster.topologies["default"]
     index = tree.level_index(level)
     return tree.domain_ids[index][int(tree.node_domain[index][cluster.node_index[node]])]
+
+
+def failures(answer: dict) -> dict[str, str]:
+    """A filter answer's failed nodes, resolvable or not (node -> reason)."""
+    return {**(answer.get("FailedNodes") or {}), **(answer.get("FailedAndUnresolvableNodes") or {})}
+
+
+def refusal(answer: dict) -> str:
+    """The reason of a filter answer that passes no node (every failed node gives the same one)."""
+    reasons = set(failures(answer).values())
+    assert answer["NodeNames"] == [] and len(reasons) == 1, (answer["NodeNames"], reasons)
+    return reasons.pop()

@@ -244,3 +244,37 @@ def test_a_workload_naming_an_invalid_topology_is_told_why_it_is_invalid(capsys,
     code, err = run(capsys, "plan", "--cluster", str(cluster), "--workload", str(job))
     line = one_line(err)
     assert code == 2 and "topology='broken' names an invalid topology: " in line and reason in line, line
+
+
+@pytest.mark.parametrize("text, where", [("kind: Job\nmetadata:\n  name: [x\n", "line 4, column 1: did not find expected"),
+                                         ("kind: Job\n\tmetadata: x\n", "line 2, column 1: found a tab character")])
+def test_a_workload_file_that_is_not_yaml_is_one_line_saying_where(capsys, tmp_path, text, where):
+    file = tmp_path / "job.yaml"
+    file.write_text(text)
+    code, err = run(capsys, "plan", "--cluster", os.path.join(FIXTURES, "cluster.yaml"), "--workload", str(file))
+    assert code == 2
+    assert one_line(err).startswith(f"error: workload file {file}: not valid YAML or JSON: {where}")
+    assert "<unicode string>" not in err
+
+
+def test_serve_help_states_both_host_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default 127.0.0.1 standalone, 0.0.0.0 with a cluster" in text
+
+
+def test_a_port_in_use_is_one_line_naming_it_and_exit_code_3(capsys):
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, err = run(capsys, "serve", "--port", str(port))
+    assert code == 3
+    assert one_line(err) == f"error: --host 127.0.0.1 --port {port}: address already in use"
+
+
+def test_the_documented_exit_codes_include_3():
+    text = " ".join(open(os.path.join(os.path.dirname(__file__), "..", "docs", "service.md")).read().split())
+    assert "`3` the service could not listen" in text

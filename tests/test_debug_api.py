@@ -123,8 +123,8 @@ def test_search_finds_nodes_with_their_domain_path_gangs_by_workload_and_pods():
     client = make_client(job)
     filter_(client, job_pods(job)[0])
     found = client.get("/debug/search", params={"q": "node-13", "topology": "default"}).json()
-    assert found["nodes"] == [{"node": "node-13", "path": [
-        "zone-a", "zone-a/a-block-2", "zone-a/a-block-2/a-block-2-rack-2", "zone-a/a-block-2/a-block-2-rack-2/node-13"]}]
+    path = ["zone-a", "zone-a/a-block-2", "zone-a/a-block-2/a-block-2-rack-2", "zone-a/a-block-2/a-block-2-rack-2/node-13"]
+    assert found["nodes"] == [{"node": "node-13", "path": path, "paths": {"default": path}}]
     assert [g["workload"] for g in client.get("/debug/search", params={"q": "llama"}).json()["gangs"]] == ["llama"]
     assert [g["gang"] for g in client.get("/debug/search", params={"q": "team-a"}).json()["gangs"]] == \
         ["team-a/pg-llama-uid-llama"]
@@ -133,19 +133,32 @@ def test_search_finds_nodes_with_their_domain_path_gangs_by_workload_and_pods():
     assert client.get("/debug/search", params={"q": ""}).status_code == 422
 
 
+def test_search_without_a_topology_gives_the_paths_in_every_topology_and_an_unknown_one_is_a_404():
+    client = make_client()
+    for params in ({"q": "node-13"}, {"q": "node-13", "topology": ""}):
+        node = client.get("/debug/search", params=params).json()["nodes"][0]
+        assert node["paths"]["default"][-1] == "zone-a/a-block-2/a-block-2-rack-2/node-13"
+        assert node["paths"]["kueue-default"][-1] == "a-block-2/a-block-2-rack-2/node-13"
+        assert node["path"] == node["paths"]["default"]
+    pod = client.get("/debug/search", params={"q": "inference"}).json()["pods"][0]
+    assert pod["path"] and pod["paths"]["default"][-1].endswith(pod["node"])
+    unknown = client.get("/debug/search", params={"q": "node", "topology": "nope"})
+    assert unknown.status_code == 404 and "known topologies: default, kueue-default" in unknown.json()["detail"]
+
+
 BAD_OBJECTS = [
-    ({"kind": "Node", "metadata": {"name": 5}}, 422, "Node without metadata.name (a non-empty string)"),
-    ({"kind": "Node", "metadata": {"name": "nn"}, "status": "x"}, 422, "Node 'nn' status='x' is invalid"),
-    ({"kind": "Node", "metadata": {"name": "nn"}, "spec": {"taints": "x"}}, 422, "spec.taints='x' is invalid"),
+    ({"kind": "Node", "metadata": {"name": 5}}, 422, "Node 5: metadata.name must be a string, got 5"),
+    ({"kind": "Node", "metadata": {"name": "nn"}, "status": "x"}, 422, 'Node nn: status must be a map, got "x"'),
+    ({"kind": "Node", "metadata": {"name": "nn"}, "spec": {"taints": "x"}}, 422, 'spec.taints must be a list, got "x"'),
     ({"kind": "Node", "metadata": {"name": "nn"}, "status": {"allocatable": {GPU: "100Ei"}}}, 422,
      "quantity '100Ei' is too large"),
-    ({"kind": "Pod", "metadata": {"name": "p"}, "status": "x"}, 400, "Pod p.status must be an object"),
-    ({"kind": "Pod", "metadata": {"name": "p"}, "spec": {"tolerations": "x"}}, 400, "spec.tolerations='x' is invalid"),
+    ({"kind": "Pod", "metadata": {"name": "p"}, "status": "x"}, 400, 'Pod p: status must be a map, got "x"'),
+    ({"kind": "Pod", "metadata": {"name": "p"}, "spec": {"tolerations": "x"}}, 400, 'spec.tolerations must be a list, got "x"'),
     ({"kind": 5, "metadata": {"name": "k"}}, 400, "object 'kind' must be a non-empty string"),
     ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "resourceVersion": []}}, 400,
-     "Job j.metadata.resourceVersion must be a string"),
+     "Job j: metadata.resourceVersion must be a string, got []"),
     ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "annotations": {"kai.scheduler/topology": []}}},
-     400, "Job j.metadata.annotations must be a map of strings"),
+     400, 'Job j: metadata.annotations["kai.scheduler/topology"] must be a string, got []'),
 ]
 
 
@@ -185,3 +198,21 @@ def test_a_malformed_object_is_refused_and_the_service_keeps_scheduling(obj, sta
     node = service(client).cluster.node_names[0]
     assert filter_(client, plain_pod("after"), [node])["NodeNames"] == [node]
     assert client.get("/debug/topology").status_code == 200
+
+
+def test_the_debug_api_is_gzipped_when_the_client_accepts_it_and_the_extender_verbs_are_not():
+    client = make_client()
+    for path in ("/debug/topology/default", "/debug/topology", "/ui", "/metrics"):     # answers above 500 bytes
+        zipped = client.get(path, headers={"accept-encoding": "gzip"})
+        assert zipped.status_code == 200 and zipped.headers.get("content-encoding") == "gzip", path
+        plain = client.get(path, headers={"accept-encoding": "identity"})
+        assert "content-encoding" not in plain.headers and len(plain.content) > 500, path
+    tree = client.get("/debug/topology/default", headers={"accept-encoding": "gzip"})
+    assert tree.json()["name"] == "default"                      # decoded by the client, same body
+    unchanged = client.get("/debug/topology/default", headers={"accept-encoding": "gzip",
+                                                               "if-none-match": tree.headers["etag"]})
+    assert unchanged.status_code == 304
+    nodes = service(client).cluster.node_names
+    answer = client.post("/scheduler/filter", headers={"accept-encoding": "gzip"},
+                         json={"Pod": plain_pod("p"), "NodeNames": nodes})
+    assert answer.status_code == 200 and "content-encoding" not in answer.headers

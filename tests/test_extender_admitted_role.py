@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from grouper import expand_pods
 
-from service_helpers import GPU, filter_, make_client, schedule, service
+from service_helpers import GPU, failures, filter_, make_client, schedule, service
 
 GANG = "team-a/pg-trainer-uid-trainer"
 
@@ -41,7 +41,7 @@ def test_a_differing_role_is_re_planned_alone_and_the_plan_is_kept():
     plan = state.plans.get(GANG)
     before = {s.slot: s.node for s in plan.slots.values()}
     answer = filter_(client, pods["trainer-worker-0"])        # the first worker shows the admitted shape
-    assert len(answer["NodeNames"]) == 1, set(answer["FailedNodes"].values())
+    assert len(answer["NodeNames"]) == 1, set(failures(answer).values())
     assert state.plans.get(GANG) is plan                      # the same plan, re-planned in place
     assert plan.slots[next(s for s in before if s.role == "master")].node == master_node
     assert "re-planned" in " ".join(plan.notes)

@@ -9,7 +9,7 @@ import yaml
 
 from app.state import POD_KIND, kind_of
 from grouper.kinds import suspended
-from service_helpers import domain_of, filter_, indexed_job, job_pods, make_client, schedule, service
+from service_helpers import domain_of, failures, filter_, indexed_job, job_pods, make_client, schedule, service
 
 GANG = "team-a/pg-llama-uid-llama"
 
@@ -34,7 +34,7 @@ def test_a_filtered_pod_deleted_frees_its_slot_for_the_replacement_at_once():
     assert slot.pod is None and slot.reserved               # free for a replacement, still held for the gang
     replacement = renamed(pods[6], "llama-6-x2k4p")
     answer = filter_(client, replacement)
-    assert answer["NodeNames"] == first, set(answer["FailedNodes"].values())
+    assert answer["NodeNames"] == first, set(failures(answer).values())
 
 
 def test_a_deleted_pod_the_watch_never_listed_frees_its_slot():

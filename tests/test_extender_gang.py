@@ -11,8 +11,8 @@ from app.extender.gang import SCHEDULER_LAG_GRACE
 from app.state import GANG_ANNOTATION, NODE_KIND, SLOT_ANNOTATION
 from topology.demo import demo_objects
 
-from service_helpers import (GPU, Clock, bind, domain_of, filter_, indexed_job, job_pods, make_client,
-                             plain_pod, prioritize, schedule, service)
+from service_helpers import (GPU, Clock, bind, domain_of, failures, filter_, indexed_job, job_pods, make_client,
+                             plain_pod, prioritize, refusal, schedule, service)
 
 
 def gpu_column(client):
@@ -88,15 +88,15 @@ def test_prioritize_gives_the_planned_node_ten_and_ranks_the_rest_by_hops():
     assert min(same_rack) > max(other_zone)
 
 
-def test_refusal_names_the_gang_and_the_reason_on_every_node():
+def test_refusal_names_the_gang_and_the_reason_said_once_for_every_node():
     job = indexed_job("huge", pods=16, gpus=8, required="block", segment=None)
     client = make_client(job)
     answer = filter_(client, job_pods(job)[0])
     assert answer["NodeNames"] == [] and answer["Error"] == ""
-    messages = set(answer["FailedNodes"].values())
-    assert len(answer["FailedNodes"]) == 32 and len(messages) == 1
-    message = messages.pop()
+    assert len(failures(answer)) == 1           # unresolvable: the other 31 nodes need no entry of their own
+    message = refusal(answer)
     assert message.startswith("gang team-a/pg-huge-uid-huge (16 pods x 8 nvidia.com/gpu): ")
+    assert message.endswith("(the same on all 32 nodes; see /debug/plans/team-a/pg-huge-uid-huge)")
     assert "block" in message
     assert service(client).plans.reservation_count() == 0
     assert client.get("/debug/plans").json()["counts"]["refused"] == 1
@@ -418,7 +418,7 @@ def test_podgroup_gang_with_subgroups_lands_in_its_required_domains():
     for pod in pods:
         answer = filter_(client, pod)
         if not answer["NodeNames"]:                     # prefill needs 3 of its 4 subgroups: one may wait
-            assert "elastic pods" in next(iter(answer["FailedNodes"].values()))
+            assert "elastic pods" in refusal(answer)
             left_out.append(pod["metadata"]["name"])
             continue
         assert bind(client, pod, answer["NodeNames"][0]) == ""

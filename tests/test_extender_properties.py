@@ -12,7 +12,7 @@ from app.server import create_app
 from app.settings import Settings
 from topology.demo import demo_objects
 
-from service_helpers import bind, domain_of, filter_, indexed_job, job_pods, make_client, prioritize, service
+from service_helpers import bind, domain_of, failures, filter_, indexed_job, job_pods, make_client, prioritize, refusal, service
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -30,8 +30,8 @@ def test_a_gang_is_placed_whole_inside_its_domains_or_refused_everywhere(pods, g
         answer = filter_(client, pod)
         if not answer["NodeNames"]:
             assert not placed, "a gang is refused before its first pod, never halfway"
-            assert len(set(answer["FailedNodes"].values())) == 1
-            assert next(iter(answer["FailedNodes"].values())).startswith("gang team-a/pg-g-uid-g (")
+            assert len(set(failures(answer).values())) == 1
+            assert refusal(answer).startswith("gang team-a/pg-g-uid-g (")
             assert state.plans.reservation_count() == 0
             return
         assert len(answer["NodeNames"]) == 1
@@ -86,7 +86,7 @@ def test_a_node_failing_midway_never_breaks_the_plan(pods, gpus, required, segme
             assert all(s.node != broken for s in plan.slots.values() if s.status == "planned")
         answer = filter_(client, pod)
         if not answer["NodeNames"]:
-            assert next(iter(answer["FailedNodes"].values())).startswith("gang team-a/pg-g-uid-g (")
+            assert refusal(answer).startswith("gang team-a/pg-g-uid-g (")
             continue
         node = answer["NodeNames"][0]
         assert bind(client, pod, node) == ""

@@ -149,3 +149,15 @@ def test_an_unexpected_error_does_not_end_the_election_loop():
         assert api.calls > 1
     finally:
         a.stop(release=False)
+
+
+def test_the_documented_failover_bound_is_the_one_that_follows_from_the_lease_settings():
+    import inspect
+    from pathlib import Path
+
+    from app.kube.leader import LeaderElector, takeover_bounds
+    defaults = inspect.signature(LeaderElector).parameters
+    low, high = takeover_bounds(defaults["lease_duration"].default, defaults["retry_period"].default)
+    assert (low, high) == (13.0, 19.8)
+    text = " ".join((Path(__file__).parents[1] / "docs" / "service.md").read_text().split())
+    assert f"between {low:g} and {high:g} s later" in text

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 from grouper.node_limit import NodeLimit, host_ports, node_limit
-from service_helpers import filter_, indexed_job, job_pods, make_client, schedule
+from service_helpers import filter_, indexed_job, job_pods, make_client, refusal, schedule
 from test_extender_affinity import only_nodes
 
 LABELS = {"app": "serve"}
@@ -82,5 +82,5 @@ def test_a_gang_that_cannot_have_its_limit_is_refused_saying_why():
     client = make_client(job, objects=only_nodes(2))
     answer = filter_(client, pods[0])
     assert answer["NodeNames"] == []
-    reason = next(iter(answer["FailedNodes"].values()))
+    reason = refusal(answer)
     assert "job pods take one pod per node (host port 29500/TCP)" in reason, reason

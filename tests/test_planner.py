@@ -309,9 +309,26 @@ def test_issue_refusal_message():
     inp = plan_input(root, topology, free, GPU8, excluded={"not ready": 1, "tainted": 1})
     plan = plan_gang(inp)
     assert not plan.placed
-    assert plan.reason == ("block b-2 fits 12 of 16 pods (8 nvidia.com/gpu each); segments of 4 at rack need "
+    assert plan.reason == ("block b-2 fits 14 of 16 pods (8 nvidia.com/gpu each); segments of 4 at rack need "
                            "4 racks with room for 4, found 3; nodes excluded: 2 insufficient nvidia.com/gpu, "
                            "1 not ready, 1 tainted")
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_refusal_for_segments_says_the_pods_fit_but_not_in_segments_in_one_sentence(nested):
+    """It read as a contradiction: `block z0-b0 fits 8 of 8 pods ..., but subgroup job: block z0-b0 fits 0
+    of 8 pods ...` (the second count was of pods in whole segments). Every pod has room in the block; the
+    segments do not, and that alone is said, once."""
+    topology = grid_topology((1, 2, 4, 4))
+    free = free_matrix([8, 8, 0, 0] * 4 + [0] * 16)                 # 8 free nodes in b0, 2 in each rack
+    root = segmented("w", 8, 4, segment_level="rack", required_level=None if nested else "block")
+    if nested:
+        root = Group("gang", children=[root], required_level="block")
+    plan = plan_gang(plan_input(root, topology, free, GPU8))
+    assert not plan.placed
+    assert plan.reason == (("subgroup job: " if nested else "") + "block z0-b0 has room for all 8 pods "
+                           "(8 nvidia.com/gpu each), but not in segments of 4 at rack: they need 2 racks with room "
+                           "for 4, found 0; nodes excluded: 24 insufficient nvidia.com/gpu")
 
 
 def test_gang_without_topology_is_still_a_gang():

@@ -144,7 +144,8 @@ def test_a_subgroups_required_segments_prune_the_parents_domains():
     assert not plan.placed
     assert plan.details["candidates_tried"] == 0
     assert "subgroup job: " in plan.reason
-    assert "segments of 4 at rack need 3 racks with room for 4 and room for 3 more, found 2" in plan.reason
+    assert ("the cluster has room for all 15 pods (8 nvidia.com/gpu each), but not in segments of 4 at rack: they "
+            "need 3 racks with room for 4 and room for 3 more, found 2") in plan.reason
     assert brute_force(dataclasses.replace(inp, topology=topology)) is None
 
 

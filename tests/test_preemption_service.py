@@ -15,7 +15,7 @@ from app.settings import Settings
 from app.state import NODE_KIND, POD_KIND
 from topology.groups import Slot
 
-from service_helpers import GPU, Clock, bind, filter_, job_pods, plain_pod, prioritize
+from service_helpers import GPU, Clock, bind, failures, filter_, job_pods, plain_pod, prioritize, refusal
 
 SPINE, LEAF, UNIT, HOST = "example.com/spine", "example.com/leaf", "example.com/unit", "kubernetes.io/hostname"
 
@@ -114,8 +114,8 @@ def test_seed_story_end_to_end():
     pods = job_pods(llm_job())
     answer = filter_(client, pods[0])
     assert answer["NodeNames"] == [] and answer["Error"] == ""
-    reasons = set(answer["FailedNodes"].values())
-    assert len(answer["FailedNodes"]) == 12 and len(reasons) == 1
+    reasons = set(failures(answer).values())
+    assert len(failures(answer)) == 12 and len(reasons) == 1
     reason = reasons.pop()
     assert "waiting for 4 victims to terminate in leaf-b (preempted gang research/job-b)" in reason
     assert sorted(f"{ns}/{name}" for ns, name, _ in writer.evictions) == JOB_B          # never job-a
@@ -160,7 +160,7 @@ def test_dry_run_only_reports():
     client, writer = seed_client("dry-run")
     answer = filter_(client, job_pods(llm_job())[0])
     assert answer["NodeNames"] == [] and writer.evictions == []
-    reason = next(iter(answer["FailedNodes"].values()))
+    reason = refusal(answer)
     assert "dry-run preemption: would evict 4 pods in leaf-b (preempted gang research/job-b)" in reason
     detail = client.get(f"/debug/plans/{gang_key(client)}").json()
     assert detail["status"] == "refused" and detail["preemption"]["status"] == "dry-run"
@@ -173,7 +173,7 @@ def test_off_never_evicts():
     client, writer = seed_client("off")
     answer = filter_(client, job_pods(llm_job())[0])
     assert answer["NodeNames"] == [] and writer.evictions == []
-    reason = next(iter(answer["FailedNodes"].values()))
+    reason = refusal(answer)
     assert "waiting" not in reason and "preemption" not in reason
     assert client.get(f"/debug/plans/{gang_key(client)}").json().get("preemption") is None
 
@@ -181,7 +181,7 @@ def test_off_never_evicts():
 def test_refused_eviction_picks_again_without_that_gang():
     client, writer = seed_client(refuse={"research/job-b-2"})
     answer = filter_(client, job_pods(llm_job())[0])
-    reason = next(iter(answer["FailedNodes"].values()))
+    reason = refusal(answer)
     assert "preempted gang research/job-a" in reason
     evicted = sorted(f"{ns}/{name}" for ns, name, _ in writer.evictions)
     assert evicted == sorted(JOB_B[:2] + JOB_B[3:] + [f"research/job-a-{i}" for i in range(4)])
@@ -195,14 +195,14 @@ def test_preemption_policy_never_does_not_preempt():
     client, writer = seed_client(llm=never)
     answer = filter_(client, job_pods(never)[0])
     assert answer["NodeNames"] == [] and writer.evictions == []
-    assert "waiting" not in next(iter(answer["FailedNodes"].values()))
+    assert "waiting" not in refusal(answer)
 
 
 def test_equal_priority_is_never_preempted():
     client, writer = seed_client(llm=llm_job(priority=0))
     answer = filter_(client, job_pods(llm_job(priority=0))[0])
     assert answer["NodeNames"] == [] and writer.evictions == []
-    assert "waiting" not in next(iter(answer["FailedNodes"].values()))
+    assert "waiting" not in refusal(answer)
 
 
 def preempt(client: TestClient, pod: dict, victims: dict[str, list[str]]) -> dict:
@@ -264,7 +264,7 @@ def test_the_hold_survives_a_cluster_rebuild_while_victims_terminate():
     plan = state.plans.get(gang)
     assert {str(s.slot): s.node for s in plan.slots.values()} == before
     assert all(s.reserved for s in plan.slots.values())
-    assert "waiting for 4 victims" in next(iter(filter_(client, pods[1])["FailedNodes"].values()))
+    assert "waiting for 4 victims" in refusal(filter_(client, pods[1]))
     terminate(client, JOB_B)
     assert filter_(client, pods[1])["NodeNames"] == [before["job-1"]]
 
@@ -281,7 +281,7 @@ def test_against_a_blocking_writer_the_search_and_evictions_run_in_threads():
             preemptor.sender.join(timeout=60)
 
     answer = filter_(client, pods[0])                            # answered at once; the search runs off the lock
-    assert "looking for lower-priority pods to preempt" in next(iter(answer["FailedNodes"].values()))
+    assert "looking for lower-priority pods to preempt" in refusal(answer)
     settle()
     assert sorted(name for _, name, _ in writer.evictions) == ["job-b-1", "job-b-2", "job-b-3"]
     # the refusal dropped the hold: the next call chooses again, without job-b
@@ -289,7 +289,7 @@ def test_against_a_blocking_writer_the_search_and_evictions_run_in_threads():
     settle()
     assert sorted(name for _, name, _ in writer.evictions)[:4] == [f"job-a-{i}" for i in range(4)]
     answer = filter_(client, pods[0])
-    assert "preempted gang research/job-a" in next(iter(answer["FailedNodes"].values()))
+    assert "preempted gang research/job-a" in refusal(answer)
 
 
 # --- exclusive gangs (LeaderWorkerSet exclusive-topology) -----------------------------------------------
@@ -332,7 +332,7 @@ def test_exclusive_lws_does_not_preempt_into_a_unit_a_higher_priority_pod_keeps(
     answer = filter_(client, job_pods(lws)[0])
     assert answer["NodeNames"] == []
     assert "waiting for 4 victims to terminate in unit-1 (preempted gang research/job-b)" in \
-        next(iter(answer["FailedNodes"].values()))
+        refusal(answer)
     assert sorted(f"{ns}/{name}" for ns, name, _ in writer.evictions) == JOB_B        # never job-a's unit
     detail = client.get(f"/debug/plans/{gang_key(client)}").json()
     assert detail["preemption"]["domain"] == "spine-0/leaf-b/unit-1"
@@ -349,5 +349,5 @@ def test_non_exclusive_lws_preempts_the_cheapest_unit_beside_the_higher_priority
     lws = serving_lws(exclusive=False)
     client, writer = shared_unit_client(lws)
     answer = filter_(client, job_pods(lws)[0])
-    assert "preempted gang research/job-a" in next(iter(answer["FailedNodes"].values()))
+    assert "preempted gang research/job-a" in refusal(answer)
     assert sorted(f"{ns}/{name}" for ns, name, _ in writer.evictions) == [f"research/job-a-{i}" for i in range(4)]

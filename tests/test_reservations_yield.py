@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from app.server import create_app
 from app.settings import Settings
 
-from service_helpers import Clock, filter_, job_pods
+from service_helpers import Clock, filter_, job_pods, refusal
 from test_preemption_service import fabric_nodes, job, llm_job, running
 
 
@@ -26,7 +26,7 @@ def client_with(batch_priority: int) -> TestClient:
 
 
 def reason(answer: dict) -> str:
-    return next(iter(answer["FailedNodes"].values()))
+    return refusal(answer)
 
 
 def plans(client: TestClient) -> dict[str, dict]:

@@ -326,3 +326,16 @@ def test_counts_say_what_they_count_and_gangs_show_the_workload_name(service, br
     assert browser.evaluate(f"document.querySelector('{llama} .gang-name').textContent") == "llama"
     assert browser.evaluate(f"document.querySelector('{llama} .pods').textContent") == \
         "pods: 3 bound · 5 planned · 0 unplaced"
+
+
+@pytest.mark.parametrize("link", ["team-a%2Fllama", "team-a%2Fpg-llama-uid-llama"])
+def test_a_link_naming_the_workload_or_the_gang_selects_it(service, browser, link):
+    """docs/ui.md's deep link `/ui#gang=team-a%2Fllama` names the workload; the gang's own key works too."""
+    browser.open("about:blank")                     # a new document: the page reads the hash when it loads
+    browser.wait_for("location.href === 'about:blank'", "a blank page")
+    loaded(browser, f"{service.url}/ui#gang={link}")
+    browser.wait_for("document.querySelectorAll('.node.in-plan').length > 0", "the gang's nodes highlighted")
+    selected = browser.evaluate("[...document.querySelectorAll('.gang.selected')].map((g) => g.dataset.gang)")
+    assert selected == ["team-a/pg-llama-uid-llama"]
+    assert browser.evaluate("location.hash").startswith("#gang=team-a%2Fpg-llama-uid-llama")
+    assert browser.errors() == []

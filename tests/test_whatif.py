@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from test_preemption_service import JOB_B, gang_key, job, llm_job, seed_client, terminate
 
-from service_helpers import bind, filter_, job_pods
+from service_helpers import bind, filter_, job_pods, refusal
 
 
 def whatif(client, gang: str) -> dict:
@@ -46,7 +46,7 @@ def test_a_gang_of_too_low_a_priority_is_told_what_it_would_take():
     client, writer = seed_client(llm=llm_job(priority=-5))
     pods = job_pods(llm_job(priority=-5))
     answer = filter_(client, pods[0])
-    reason = next(iter(answer["FailedNodes"].values()))
+    reason = refusal(answer)
     assert ("fits in leaf-b if research/job-b (priority 0) is evicted; this gang's priority -5 cannot preempt it"
             in reason)
     assert writer.evictions == []

@@ -67,3 +67,89 @@ def demo_objects() -> list[dict]:
         "spec": {"levels": [{"nodeLabel": BLOCK_LABEL}, {"nodeLabel": RACK_LABEL}, {"nodeLabel": HOST_LABEL}]},
     })
     return objects
+
+
+# ---- a demo at fleet size (`tas-extender serve --demo-size 16384`) ------------------------------------------
+
+FLEET_RACK_NODES = 16                   # nodes per rack
+FLEET_BLOCK_RACKS = 16                  # racks per block
+FLEET_ZONES = 4
+FLEET_UNIT = FLEET_ZONES * FLEET_BLOCK_RACKS * FLEET_RACK_NODES       # the sizes come in steps of 1,024 nodes
+FLEET_GANG_SHARE = 0.5                  # the share of nodes the running gangs take
+
+
+def fleet_problem(node_count: int) -> str | None:
+    """Why a fleet of this size cannot be built, naming the valid sizes."""
+    if node_count < FLEET_UNIT or node_count % FLEET_UNIT:
+        return (f"--demo-size {node_count}: expected a multiple of {FLEET_UNIT:,} nodes "
+                f"({FLEET_ZONES} zones of blocks of {FLEET_BLOCK_RACKS} racks of {FLEET_RACK_NODES} nodes), "
+                f"e.g. 1024, 4096 or 16384")
+    return None
+
+
+def fleet_objects(node_count: int, seed: int = 1) -> list[dict]:
+    """A large demo cluster: 4 zones > blocks of 16 racks > racks of 16 nodes of 8 GPUs, a few nodes
+    NotReady or tainted, small plain pods on about one node in twelve, and a KAI Topology. Deterministic."""
+    import random
+
+    problem = fleet_problem(node_count)
+    if problem:
+        raise ValueError(problem)
+    rng = random.Random(seed)
+    blocks = node_count // (FLEET_ZONES * FLEET_BLOCK_RACKS * FLEET_RACK_NODES)
+    objects: list[dict] = []
+    index = 0
+    for z in range(FLEET_ZONES):
+        for b in range(blocks):
+            for r in range(FLEET_BLOCK_RACKS):
+                for _ in range(FLEET_RACK_NODES):
+                    block = f"z{z}-block-{b:02d}"
+                    node = _node(index, f"zone-{z}", block, f"{block}-rack-{r:02d}")
+                    node["metadata"]["name"] = node["metadata"]["labels"][HOST_LABEL] = f"node-{index:05d}"
+                    objects.append(node)
+                    index += 1
+    for node in rng.sample(objects, max(1, node_count // 400)):
+        node["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
+    for node in rng.sample(objects, max(1, node_count // 400)):
+        node["spec"]["taints"] = [{"key": "maintenance", "value": "nic-firmware", "effect": "NoSchedule"}]
+    pods = []
+    for number, node in enumerate(rng.sample(objects, node_count // 12)):
+        kind = rng.choice(("inference", "notebook", "eval"))
+        pods.append(_pod(f"{kind}-{number}", node["metadata"]["name"], rng.choice((1, 2, 4)), namespace="serving"))
+    topology = next(o for o in demo_objects() if o["kind"] == "Topology" and o["metadata"]["name"] == "default")
+    return objects + pods + [topology]
+
+
+def fleet_workloads(node_count: int, seed: int = 1) -> tuple[list[dict], dict]:
+    """(gangs that fill about half of the fleet's nodes, one gang that cannot be placed now): Indexed Jobs of
+    8-GPU pods, each required in one block, in rack segments of 8, from 16 to 128 pods; the refused one
+    needs a whole block, which an empty cluster would hold but none has now."""
+    import random
+
+    rng = random.Random(seed)
+    running, taken, number = [], 0, 0
+    while taken < node_count * FLEET_GANG_SHARE:
+        pods = rng.choice((16, 16, 32, 32, 64, 64, 128))
+        segment = 8                     # half a rack: a rack with a small pod on it still takes one
+        team = rng.choice(("team-a", "team-b", "research", "serving"))
+        running.append(_fleet_job(f"{rng.choice(('llama', 'mixtral', 'bert', 'vit', 'dit'))}-{number}", team,
+                                  pods, segment))
+        taken += pods
+        number += 1
+    refused = _fleet_job("whole-block", "research", FLEET_BLOCK_RACKS * FLEET_RACK_NODES, FLEET_RACK_NODES)
+    return running, refused
+
+
+def _fleet_job(name: str, namespace: str, pods: int, segment: int) -> dict:
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"fleet-{name}",
+                     "annotations": {"kai.scheduler/topology": "default",
+                                     "kai.scheduler/topology-required-placement": "block"}},
+        "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed",
+                 "template": {"metadata": {"annotations": {
+                     "kai.scheduler/segment-size": str(segment),
+                     "kai.scheduler/segment-topology-required-placement": "rack"}},
+                     "spec": {"containers": [{"name": "trainer", "image": "trainer:latest",
+                                              "resources": {"limits": {GPU: "8"}}}]}}},
+    }

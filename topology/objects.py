@@ -21,6 +21,17 @@ class ObjectsError(ValueError):
     """Text that does not hold Kubernetes objects."""
 
 
+def yaml_error(err: yaml.YAMLError) -> str:
+    """One line: where and what (`line 3, column 9: did not find expected ',' or ']' while parsing a flow
+    sequence`), not PyYAML's four lines about `<unicode string>`."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None)
+    if mark is None or not problem:
+        return " ".join(str(err).split())
+    context = getattr(err, "context", None)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" + (f" {context}" if context else "")
+
+
 def parse_objects(text: str) -> list[dict]:
     """Every object in the text, with `kind: List` / `*List` wrappers flattened."""
     documents: Iterable | None = None
@@ -35,7 +46,7 @@ def parse_objects(text: str) -> list[dict]:
         try:
             documents = list(yaml.load_all(text, Loader=YAML_LOADER))
         except yaml.YAMLError as err:
-            raise ObjectsError(f"not valid YAML or JSON: {err}") from err
+            raise ObjectsError(f"not valid YAML or JSON: {yaml_error(err)}") from err
         except RecursionError:
             raise ObjectsError("not valid YAML: nested too deeply") from None
     return list(_flatten(documents))

@@ -29,12 +29,15 @@ def register(subparsers) -> None:
                     "Without --kubeconfig, --in-cluster or a cluster around it, it serves the built-in demo "
                     "cluster (or --cluster FILE) in memory. Every flag can be set as TAS_<FLAG> (e.g. TAS_PORT).")
     add = parser.add_argument
-    add("--host", help="listen address (TAS_HOST, default 0.0.0.0)")
+    add("--host", help="listen address (TAS_HOST, default 127.0.0.1 standalone, 0.0.0.0 with a cluster)")
     add("--port", type=int, help="listen port (TAS_PORT, default 8888)")
     add("--url-prefix", help="path prefix of the extender verbs (TAS_URL_PREFIX, default /scheduler)")
     add("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (TAS_TLS_CERT)")
     add("--tls-key", metavar="FILE", help="private key of --tls-cert (TAS_TLS_KEY)")
     add("--cluster", metavar="FILE", help="standalone: a kubectl get -o yaml dump instead of the demo (TAS_CLUSTER)")
+    add("--demo-size", type=int, metavar="NODES",
+        help="standalone: a generated demo fleet of this many nodes (a multiple of 1024, e.g. 16384) with running "
+             "gangs and a refused one, instead of the 32-node demo (TAS_DEMO_SIZE)")
     add("--kubeconfig", metavar="FILE", help="watch and bind in the cluster of this kubeconfig (TAS_KUBECONFIG)")
     add("--in-cluster", type=_bool, nargs="?", const=True, metavar="BOOL",
         help="use the pod's service account (TAS_IN_CLUSTER; detected from KUBERNETES_SERVICE_HOST)")
@@ -96,14 +99,18 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from(args)
     except ValidationError as err:
         for problem in err.errors():
-            where = ".".join(str(p) for p in problem["loc"]) or "settings"
+            where = ".".join(str(p) for p in problem["loc"])
             message = problem["msg"].removeprefix("Value error, ")
-            print(f"error: {where.replace('_', '-')}: {message}", file=sys.stderr)
+            print(f"error: {where.replace('_', '-')}: {message}" if where else f"error: {message}", file=sys.stderr)
         return 2
     problem = preflight(settings)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    problem = listen_problem(settings.host, settings.port)
+    if problem:
+        print(f"error: --host {settings.host} --port {settings.port}: {problem}", file=sys.stderr)
+        return 3                        # uvicorn's own code when it cannot bind (a race after this check)
     import uvicorn
 
     from ..cluster_file import ClusterFileError
@@ -119,6 +126,24 @@ def run(args: argparse.Namespace) -> int:
     uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, log_level=settings.log_level,
                 ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key, access_log=False)
     return 0
+
+
+def listen_problem(host: str, port: int) -> str | None:
+    """Why the service could not listen there (a port in use, an address not on this machine), as one line
+    before uvicorn would log it as JSON and exit 3."""
+    import socket
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as err:
+        return f"cannot resolve the address ({err.strerror})"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)     # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as err:
+            return (err.strerror or str(err)).lower()
+    return None
 
 
 def preflight(settings: Settings) -> str | None:

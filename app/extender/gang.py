@@ -58,6 +58,7 @@ class FilterOutcome:
     # on a cluster with lower-priority pods would find victims on every node and call our preempt verb
     unresolvable: bool = False
     awaiting: tuple[str, int] | None = None            # (gang, pods missing) when refused "waiting for N more pods"
+    everywhere: int = 0                                # unresolvable: `failed`'s one node stands for this many
 
 
 class GangScheduler:
@@ -85,6 +86,9 @@ class GangScheduler:
             if not self.preemptor.queue or not self.preemptor.flush():
                 break
             gang, outcome = self._decide(pod, candidates)      # an eviction was refused: choose again
+        if outcome.everywhere > 1:
+            planned = gang is not None and self.state.plans.get(gang) is not None
+            outcome.failed = _said_once(outcome.failed, gang if planned else None, outcome.everywhere)
         if outcome.failed and not outcome.nodes:
             log.info("no node for pod", extra=fields(pod=pod_key(pod), gang=gang,
                                                      reason=next(iter(outcome.failed.values()))))
@@ -106,8 +110,8 @@ class GangScheduler:
             try:
                 ident = planning.identify(state, pod)
             except planning.GroupingError as err:
-                refusal = self._refuse_all(candidates, str(err))
-                refusal.final = refusal.unresolvable = True
+                refusal = self._refuse_all(candidates, str(err), unresolvable=True)
+                refusal.final = True
                 return None, refusal
             if ident is None:
                 return None, self._plain_filter(pod, candidates)
@@ -115,8 +119,8 @@ class GangScheduler:
             if state.plans.get(ident.gang) is None:
                 exist, need = self._members(ident, pod)
                 if exist < need:
-                    refusal = self._refuse_all(candidates, minimum.waiting_message(ident.tree, exist, need))
-                    refusal.unresolvable = True
+                    refusal = self._refuse_all(candidates, minimum.waiting_message(ident.tree, exist, need),
+                                               unresolvable=True)
                     refusal.awaiting = (ident.gang, need - exist)
                     return ident.gang, refusal
             plan = self._plan_of(ident, pod, candidates)
@@ -125,7 +129,8 @@ class GangScheduler:
                 if held is not None:                  # preempting for this gang, or a dry-run report
                     return ident.gang, held
             if plan.status == GANG_REFUSED:
-                return ident.gang, self._refuse_all(candidates, plan.reason)
+                return ident.gang, self._refuse_all(candidates, plan.reason,
+                                                    unresolvable=self._preemption_cannot_help(plan))
             slot = self._claim_slot(plan, ident, pod_key(pod))
             if slot is None:
                 return ident.gang, self._refuse_all(
@@ -168,6 +173,12 @@ class GangScheduler:
             plan.lagging.pop(slot, None)
             return ident.gang, self._steer(slot_state)
 
+    def _preemption_cannot_help(self, plan: GangPlan) -> bool:
+        """A refused gang kube-scheduler's preemption cannot help: it never fits, or app.preemption is not
+        evicting for it (then the preempt verb offers no victim: see victims_for). Answered as
+        unresolvable, kube-scheduler skips its dry run over every node on each retry."""
+        return plan.never_fits or self.preemptor is not None
+
     def _members(self, ident, pod: Mapping) -> tuple[int, int]:
         """(pods of the gang that exist, pods it waits for before it is planned): see minimum.py."""
         state = self.state
@@ -195,7 +206,12 @@ class GangScheduler:
         to its node in this cycle, and listing thousands of nodes would cost more than the filter."""
         return FilterOutcome([slot_state.node])
 
-    def _refuse_all(self, candidates: Sequence[str], message: str) -> FilterOutcome:
+    def _refuse_all(self, candidates: Sequence[str], message: str, unresolvable: bool = False) -> FilterOutcome:
+        """Every candidate fails with `message`. Unresolvable, one candidate stands for all of them (filter()
+        says so in its message): kube-scheduler counts the others as unresolvable without a reason."""
+        if unresolvable:
+            return FilterOutcome([], {candidates[0]: message} if candidates else {}, unresolvable=True,
+                                 everywhere=len(candidates))
         return FilterOutcome([], dict.fromkeys(candidates, message))
 
     def _plain_filter(self, pod: Mapping, candidates: Sequence[str]) -> FilterOutcome:
@@ -237,7 +253,8 @@ class GangScheduler:
         elif changed:
             state.drop_plan(plan.key, "the admitted pods differ from the refused shape")
             plan = None
-        if plan is not None and plan.status == GANG_REFUSED and not still_refused(state, plan, tree):
+        if plan is not None and plan.status == GANG_REFUSED and not still_refused(
+                state, plan, tree, {ident.slot.role: candidates}):
             state.plans.pop(plan.key)
             plan = None
         if plan is not None and plan.status != GANG_REFUSED and not _same_slots(plan.tree, tree):
@@ -285,7 +302,8 @@ class GangScheduler:
             plan.reason = self._gang_message(plan, f"waiting for capacity {waiting}" if waiting
                                              else result.reason or "does not fit")
             plan.refused_generation = state.generation
-            plan.refusal = refusal_key(state, tree)
+            plan.refusal = refusal_key(state, tree, result, candidates)
+            plan.never_fits = plan.refusal.never_fits
             plan.expires = None
             state.plans.put(plan)
             state.metrics.refusals.inc()
@@ -516,7 +534,8 @@ class GangScheduler:
             if ident is None or ident.gang in self.preemptor.active:
                 return False
             plan = state.plans.get(ident.gang)
-            return plan is None or plan.status == GANG_REFUSED
+            # a refused gang whose preemption is decided (or that never fits) was answered by the filter
+            return plan is None or (plan.status == GANG_REFUSED and plan.preemption is None and not plan.never_fits)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -527,6 +546,16 @@ def _preemptor(state: ServiceState, gangs: GangScheduler):
     from ..preemption import Preemptor
 
     return Preemptor(state, gangs)
+
+
+def _said_once(failed: dict[str, str], gang: str | None, count: int) -> dict[str, str]:
+    """The one node of an unresolvable refusal, its reason saying it holds on every candidate, instead of
+    the same reason once per node (megabytes at 16k nodes, parsed on kube-scheduler's loop): kube-scheduler
+    counts the candidates left out as unresolvable too, without a reason of their own, so its event reads
+    `0/N nodes are available: 1 <this reason>`."""
+    node, reason = next(iter(failed.items()))
+    where = f"; see /debug/plans/{gang}" if gang else ""
+    return {node: f"{reason} (the same on all {count} nodes{where})"}
 
 
 def _take(slot_state: SlotState, pod: str) -> Slot:

@@ -35,6 +35,17 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
+CANDIDATE_JITTER = 1.2        # a candidate retries every retry_period x U(1, 1.2), so candidates do not align
+
+
+def takeover_bounds(lease_duration: float = 15.0, retry_period: float = 2.0) -> tuple[float, float]:
+    """Seconds from a leader's crash to a standby taking the Lease, API round trips aside. The leader last
+    renewed at most one retry_period before the crash; the standby sees that renewal within one of its own
+    retries after it, waits lease_duration from then on its own clock, and notices expiry within one more."""
+    standby_retry = retry_period * CANDIDATE_JITTER
+    return lease_duration - retry_period, lease_duration + 2 * standby_retry
+
+
 class LeaderElector:
     """Runs an election loop in a background thread; `is_leader()` is what /readyz reads."""
 
@@ -92,7 +103,7 @@ class LeaderElector:
                 log.exception("leader election: round failed for lease %s", self.path)
                 renewed = False
             self._update_leadership(renewed)
-            delay = self.retry_period if self._leading else self.retry_period * random.uniform(1.0, 1.2)
+            delay = self.retry_period if self._leading else self.retry_period * random.uniform(1.0, CANDIDATE_JITTER)
             self._stop.wait(delay)
         if self._release_on_stop and self._leading:
             self._release()

@@ -24,6 +24,7 @@ class NodeChanges:
         self.freed = np.zeros(0, dtype=np.int64)      # per node: the epoch capacity was last freed there
         self.added = np.zeros(0, dtype=np.int64)      # per node: the epoch a pod last started there
         self.added_priority = np.zeros(0, dtype=np.int64)   # the lowest priority ever started there
+        self.opened = 0                               # the epoch a node last turned Ready, uncordoned, untainted
 
     def reset(self, node_count: int) -> None:
         """The cluster was rebuilt (nodes added, removed, re-labelled): every mark is stale."""
@@ -37,6 +38,12 @@ class NodeChanges:
         if node is not None and 0 <= node < len(self.freed):
             self.epoch += 1
             self.freed[node] = self.epoch
+
+    def note_opened(self, node: int | None) -> None:
+        """A node turned Ready, uncordoned or lost a taint: pods it refused before may now use it."""
+        if node is not None and 0 <= node < len(self.freed):
+            self.note_freed(node)
+            self.opened = self.epoch
 
     def note_added(self, node: int | None, priority: int = 0) -> None:
         if node is not None and 0 <= node < len(self.added):
@@ -52,6 +59,14 @@ class NodeChanges:
         if mark.rebuilds != self.rebuilds or len(nodes) != len(self.freed):
             return True
         return bool((self.freed[nodes] > mark.epoch).any())
+
+    def opened_since(self, mark: Mark) -> bool:
+        """A node opened up anywhere (or the cluster was rebuilt) after `mark`."""
+        return mark.rebuilds != self.rebuilds or self.opened > mark.epoch
+
+    def freed_nodes(self, mark: Mark, nodes: np.ndarray) -> np.ndarray:
+        """Indices of `nodes` (a bool mask) where room appeared after `mark`."""
+        return np.flatnonzero(nodes & (self.freed > mark.epoch))
 
     def victims_since(self, mark: Mark, nodes: np.ndarray, priority: int) -> bool:
         """A pod of a priority below `priority` may have started on one of `nodes` after `mark` (a new

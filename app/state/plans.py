@@ -56,6 +56,7 @@ class GangPlan:
     expires: float | None = None               # reservations are dropped after this time
     refused_generation: int = -1               # cluster generation the refusal was computed at
     refusal: object | None = None              # app.extender.refusal_cache.RefusalKey: when to plan again
+    never_fits: bool = False                   # refused even on the empty cluster: no eviction can help
     notes: list[str] = field(default_factory=list)   # re-plans and node troubles, newest last
     lagging: dict[Slot, float] = field(default_factory=dict)   # slot -> when kube-scheduler first left its node out
     preemption: dict | None = None             # set by app.preemption: victims, domain, status

@@ -104,6 +104,7 @@ class ServiceState:
         self._settle: threading.Timer | None = None          # the pending rebuild of a stale model
         self._next_expiry_scan = float("-inf")   # expire_due() scans again from then on
         self._on_nodes_changed: list[Callable[[ServiceState, set[str]], None]] = []
+        self._on_pod_changed: list[Callable[[str | None, Mapping | None], None]] = []
 
     def watches(self, api_group: str, kind: str) -> bool:
         """Whether a live source feeds objects of this kind (WATCHED_KINDS and the extra kinds)."""
@@ -124,6 +125,16 @@ class ServiceState:
         """Called (under the lock) with the names of nodes that were deleted or turned unusable."""
         self._on_nodes_changed.append(callback)
 
+    def on_pod_changed(self, callback: Callable[[str | None, Mapping | None], None]) -> None:
+        """Called (under the lock) with (pod key, pod) when a pod changed, (pod key, None) when it is gone,
+        and (None, None) when every pod was listed again (read them from `objects`). For indexes kept as
+        pods come and go, so that nothing walks every pod on a request's path."""
+        self._on_pod_changed.append(callback)
+
+    def _pod_changed(self, key: str | None, pod: Mapping | None) -> None:
+        for callback in self._on_pod_changed:
+            callback(key, pod)
+
     # --- ObjectSink ---------------------------------------------------------------------------------
     def replace(self, kind: WatchedKind, objects: Sequence[Mapping]) -> None:
         with self.lock:
@@ -140,6 +151,7 @@ class ServiceState:
                 if self.synced_once:
                     self._rebuild()
             if kind.kind == "Pod":
+                self._pod_changed(None, None)
                 self._reconcile_plans()
             else:                             # a relist after a gap in the watch: deletions it missed
                 self._drop_plans_of(kind, lambda namespace, name: self.objects.get(
@@ -300,7 +312,8 @@ class ServiceState:
         info = NodeInfo.from_object(obj)
         old = cluster.nodes[cluster.node_index[name]]
         if cluster.update_node_status(info):
-            self.changes.note_freed(cluster.node_index.get(name))      # ready / uncordoned / untainted
+            if _turned_better(old, info):
+                self.changes.note_opened(cluster.node_index.get(name))
             self.generation += 1
         else:
             self._stale()                       # labels or allocatable changed
@@ -332,6 +345,7 @@ class ServiceState:
             else:
                 self._forget_bound(key)
             self.generation += 1
+            self._pod_changed(key, None)
             return
         self._note_bound(pod)
         if not self._dirty:
@@ -339,6 +353,7 @@ class ServiceState:
             self._note_started(key, before)
             self._recheck_reservations(pod["spec"]["nodeName"])
         self.generation += 1
+        self._pod_changed(key, pod)
 
     def _recheck_reservations(self, name: str) -> None:
         """A pod bound by someone else (the default scheduler runs beside us) may take room held for a
@@ -612,6 +627,12 @@ class ServiceState:
                                          f"({plan.counts()[BOUND]} of {len(plan.slots)} pods bound)")
                 self.metrics.expired.inc()
             return [p.key for p in expired]
+
+
+def _turned_better(old: NodeInfo, new: NodeInfo) -> bool:
+    """A node that may take pods it did not before: Ready, uncordoned, or a taint gone."""
+    return (new.ready and not old.ready) or (old.unschedulable and not new.unschedulable) \
+        or any(taint not in new.taints for taint in old.taints)
 
 
 def _turned_worse(old: NodeInfo, new: NodeInfo) -> bool:

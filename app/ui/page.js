@@ -66,7 +66,16 @@ function openPath(parts) {
 async function load() {
   const [plans, topologies] = await Promise.all([getJSON("debug/plans"), getJSON("debug/topology")]);
   const gangs = new Set(plans.plans.map((p) => p.gang));
-  if (view.gang && !gangs.has(view.gang)) delete view.gang;          // the gang went away
+  if (view.gang && !gangs.has(view.gang)) {
+    // a link may name the workload (#gang=team-a%2Fllama) rather than its gang (team-a/pg-llama-<uid>)
+    const named = plans.plans.find((p) => `${p.namespace}/${p.workload}` === view.gang);
+    if (named) {
+      view.gang = named.gang;
+      history.replaceState(null, "", "#" + new URLSearchParams(view));
+    } else {
+      delete view.gang;                                               // the gang went away
+    }
+  }
   const names = topologies.topologies.map((t) => t.name);
   const selected = plans.plans.find((p) => p.gang === view.gang);
   if (!names.includes(view.topology)) {

@@ -238,7 +238,7 @@ class ControlPlane:
     def start_scheduler(self, name: str, config: dict) -> Process:
         """A kube-scheduler with this KubeSchedulerConfiguration (its client connection is filled in)."""
         kubeconfig = self.component_kubeconfig(f"{name}-client", "system:kube-scheduler")
-        config = {**config, "clientConnection": {"kubeconfig": str(kubeconfig)},
+        config = {**config, "clientConnection": {**config.get("clientConnection", {}), "kubeconfig": str(kubeconfig)},
                   "leaderElection": {"leaderElect": False}}
         path = self.folder / f"{name}.yaml"
         path.write_text(yaml.safe_dump(config))

@@ -6,6 +6,7 @@ connection goes to the first replica whose /readyz answers 200 (TLS passes throu
 """
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import sys
@@ -53,7 +54,8 @@ class Extender:
                 "--scheduler-name", "tas-scheduler", "--log-level", "info", *self.extra_args]
         env = {"PATH": "/usr/bin:/bin", "POD_NAME": replica.name, "PYTHONPATH": str(REPO),
                "HOME": str(self.folder)}
-        replica.process = start(replica.name, argv, self.folder, env=env)
+        wrap = os.environ.get("TAS_E2E_WRAP", "").split()    # a profiler launching the service (benchmarks)
+        replica.process = start(replica.name, [*wrap, *argv], self.folder, env=env)
 
     def start_all(self) -> None:
         for replica in self.replicas:

@@ -37,6 +37,7 @@ class JointFit:
     by_role: dict[str, np.ndarray]
     room: np.ndarray | None              # whole segments (None: no required segment shape below)
     spare: np.ndarray | None = None      # room for the short segment beside whole ones
+    loose: np.ndarray | None = None      # all roles together, the segmented one counted as loose pods
 
     def fits(self, need: int, shape: SegmentShape | None) -> np.ndarray:
         ok = self.pods >= need
@@ -77,8 +78,9 @@ def joint_fit(layout: Layout, level: int, free: np.ndarray, requests: Mapping[st
         rest = needs[segmented] - shape.count * shape.size
         by_role[segmented] = np.minimum(np.minimum(room, shape.count) * shape.size + rest,
                                         np.minimum(total, needs[segmented]))
+        loose = sum((by_role[r] for r in needs if r != segmented), np.minimum(total, needs[segmented]))
     return JointFit(sum(by_role.values(), np.zeros(size, dtype=np.int64)), {role: by_role[role] for role in needs},
-                    room, spare if segmented is not None else None)
+                    room, spare if segmented is not None else None, loose if segmented is not None else None)
 
 
 def _owners(layout: Layout, level: int, scope: tuple[int, int]) -> np.ndarray:
@@ -172,10 +174,14 @@ class Explainer:
         if not joint.fits(need, shape)[best]:
             return text
         below = self._segments_below(placer, group, level, best)
-        if below:
-            return f"{text}, but {below}"
+        if below:                           # what fails is below: say it alone, where it fails
+            place = self._place(state, level, best)
+            return below if f": {place} " in below else f"in {place}, {below}"
         where = "" if level == ROOT else f" in the {layout.level_plural(level)} tried"
-        return f"{text}, but {self._inner_reason(placer, group, where)}"
+        inner = self._inner_reason(placer, group, where)
+        if inner.startswith("subgroup ") and f": {self._place(state, level, best)} " in inner:
+            return inner                    # the subgroup fails in this same domain: its reason alone
+        return f"{text}, but {inner}"
 
     def _segments_below(self, placer, group: GroupInfo, level: int, domain: int) -> str:
         """Why a descendant's required segments do not fit in the domain, "" when they do."""
@@ -197,30 +203,43 @@ class Explainer:
         text = self._describe(state, level, joint.best(domains, shape), joint, needs, shape, "holds")
         return f"{NEVER_FITS}: even when empty, {text}"
 
+    @staticmethod
+    def _place(state: State, level: int, domain: int) -> str:
+        layout = state.layout
+        return "the cluster" if level == ROOT else f"{layout.level_name(level)} {layout.domain_value(level, domain)}"
+
     def _describe(self, state: State, level: int, domain: int, joint: JointFit, needs: dict[str, int],
                   shape: SegmentShape | None, verb: str) -> str:
+        """One sentence naming the constraint that fails: too few pods fit (`block b fits 6 of 8 pods ...`),
+        or they all fit but not in whole segments (`... has room for all 8 pods ..., but not in segments
+        of 4 at rack: ...`); never a count of pods in whole segments that reads as a smaller room."""
         layout = state.layout
-        place = "the cluster" if level == ROOT else f"{layout.level_name(level)} {layout.domain_value(level, domain)}"
+        place = self._place(state, level, domain)
         need = sum(needs.values())
         if not needs:
             return f"{place} has nothing to place"
+        pods = int(joint.pods[domain] if joint.loose is None else joint.loose[domain])
         if len(needs) == 1:
             (role,) = needs
-            text = f"{place} {verb} {int(joint.pods[domain])} of {need} pods ({self._each(state, role)})"
+            what = f"pods ({self._each(state, role)})"
         else:
-            roles = "; ".join(f"{role} {int(joint.by_role[role][domain])} of {n}, {self._each(state, role)}"
-                              for role, n in needs.items())
-            text = f"{place} {verb} {int(joint.pods[domain])} of {need} pods together ({roles})"
-        if joint.room is not None:
-            places = layout.level_plural(shape.level) if shape.count != 1 else layout.level_name(shape.level)
-            text += (f"; segments of {shape.size} at {layout.level_name(shape.level)} need {shape.count} "
-                     f"{places} with room for {shape.size}")
-            if shape.short:
-                text += f" and room for {shape.short} more"
-            text += f", found {int(joint.room[domain])}"
-            if shape.short and joint.room[domain] >= shape.count:
-                text += f" with no room for {shape.short} more"
-        return text
+            what = "pods together (" + "; ".join(
+                f"{role} {int(joint.by_role[role][domain])} of {n}, {self._each(state, role)}"
+                for role, n in needs.items()) + ")"
+        if joint.room is None:
+            return f"{place} {verb} {pods} of {need} {what}"
+        places = layout.level_plural(shape.level) if shape.count != 1 else layout.level_name(shape.level)
+        segments = f"segments of {shape.size} at {layout.level_name(shape.level)}"
+        racks = f"{shape.count} {places} with room for {shape.size}"
+        if shape.short:
+            racks += f" and room for {shape.short} more"
+        racks += f", found {int(joint.room[domain])}"
+        if shape.short and joint.room[domain] >= shape.count:
+            racks += f" with no room for {shape.short} more"
+        if pods < need:
+            return f"{place} {verb} {pods} of {need} {what}; {segments} need {racks}"
+        room = "has room for" if verb == "fits" else verb
+        return f"{place} {room} all {need} {what}, but not in {segments}: they need {racks}"
 
     def _each(self, state: State, role: str) -> str:
         return f"{describe_request(self.resources, state.request[role])} each"
