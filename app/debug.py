@@ -110,7 +110,7 @@ def plan(namespace: str, name: str, request: Request) -> dict:
 @router.get("/debug/whatif/{namespace}/{name}", summary="What would make a refused gang fit (changes nothing)")
 def whatif(namespace: str, name: str, request: Request) -> dict:
     """For a refused gang: the cheapest evictions that let it fit (lowest priority first, fewest gangs
-    broken, fewest pods; never DaemonSet or static pods, nor pods a PodDisruptionBudget protects), in
+    broken, fewest GPUs, fewest pods; never DaemonSet or static pods, nor pods a PodDisruptionBudget protects), in
     which domain, and the placement that would follow; or why nothing short of more nodes helps. The
     same search as preemption, so advice and action agree."""
     try:

@@ -199,6 +199,7 @@ def round_figures(before: dict, after: dict, kind: str, pods: int, seconds: floa
         "apiserver CPU ms/pod": cpu.get("kube-apiserver", 0.0) * 1e3 / pods,
         "webhook p50 ms": q("webhook", 0.5), "create p50 ms": q("create", 0.5),
         "bind p50 ms": q("service bind", 0.5) if kind == "gangs" else q(f"binder {kind}", 0.5),
+        "bind p99 ms": q("service bind", 0.99) if kind == "gangs" else q(f"binder {kind}", 0.99),
         "filter p50 ms": q("service filter", 0.5) if kind == "gangs" else None,
         "held": after["counts"].get("held", 0.0) - before["counts"].get("held", 0.0) if kind == "gangs" else 0.0,
         "unschedulable": after["counts"].get(f"unschedulable {kind}", 0.0)
@@ -361,7 +362,7 @@ def clear(cluster: E2ECluster, namespace: str) -> None:
 
 ORDER = ["plain", "null", "gangs"]
 FIGURES = ["pods/s", "attempt p50 ms", "attempt p99 ms", "extender CPU ms/pod", "scheduler CPU ms/pod",
-           "apiserver CPU ms/pod", "webhook p50 ms", "create p50 ms", "bind p50 ms", "filter p50 ms", "held",
+           "apiserver CPU ms/pod", "webhook p50 ms", "create p50 ms", "bind p50 ms", "bind p99 ms", "filter p50 ms", "held",
            "unschedulable"]
 
 
@@ -433,8 +434,11 @@ def refused_rounds(cluster: E2ECluster, schedulers: dict, rounds: int, plain: in
             attempts = after["counts"].get("unschedulable gangs", 0) - before["counts"].get("unschedulable gangs", 0)
             p50 = quantile(before["buckets"].get("attempt gangs"), after["buckets"].get("attempt gangs"), 0.5)
             p99 = quantile(before["buckets"].get("attempt gangs"), after["buckets"].get("attempt gangs"), 0.99)
+            bind = [quantile(before["buckets"].get("service bind"), after["buckets"].get("service bind"), q)
+                    for q in (0.5, 0.99)]
             print(f"  round {n + 1} {label:<20} {plain} plain pods in {seconds:.2f} s; unschedulable attempts "
-                  f"{attempts:.0f}; attempt p50 {fmt(p50 and p50 * 1e3)} ms p99 {fmt(p99 and p99 * 1e3)} ms", flush=True)
+                  f"{attempts:.0f}; attempt p50 {fmt(p50 and p50 * 1e3)} ms p99 {fmt(p99 and p99 * 1e3)} ms; "
+                  f"bind verb p50 {fmt(bind[0] and bind[0] * 1e3)} ms p99 {fmt(bind[1] and bind[1] * 1e3)} ms", flush=True)
             clear(cluster, namespace)
     alone, mixed = statistics.median(times["alone"]), statistics.median(times["with a refused gang"])
     ratios = sorted(m / a for m, a in zip(times["with a refused gang"], times["alone"]))

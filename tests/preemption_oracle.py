@@ -36,15 +36,19 @@ def freed(inp: PlanInput, gangs: list[RunningGang], losses) -> np.ndarray:
     return free
 
 
-def cheapest(inp: PlanInput, running: list[RunningGang], priority: int) -> tuple[int, int, int] | None:
-    """The lowest (highest victim priority, gangs broken, pods evicted) that lets some placement keep
-    every hard rule, or None when no allowed eviction does."""
+def cheapest(inp: PlanInput, running: list[RunningGang], priority: int) -> tuple[int, int, int, int] | None:
+    """The lowest (highest victim priority, gangs broken, GPUs evicted, pods evicted) that lets some
+    placement keep every hard rule, or None when no allowed eviction does."""
     gangs = [g for g in running if g.priority < priority and g.key != inp.tree.key and g.pods]
+    names = list(inp.resources.names)
+    unit = names.index("nvidia.com/gpu") if "nvidia.com/gpu" in names else names.index("cpu")
     best = None
     for losses in itertools.product(*(allowed_losses(g) for g in gangs)):
         chosen = [(g, pods, whole) for g, (pods, whole) in zip(gangs, losses) if pods]
         cost = (max((g.priority for g, _, _ in chosen), default=NO_VICTIM),
-                sum(1 for g, _, whole in chosen if whole and len(g.pods) > 1), sum(len(pods) for _, pods, _ in chosen))
+                sum(1 for g, _, whole in chosen if whole and len(g.pods) > 1),
+                sum(int(g.pods[key].request[unit]) for g, pods, _ in chosen for key in pods),
+                sum(len(pods) for _, pods, _ in chosen))
         if best is not None and cost >= best:
             continue
         if brute_force(replace(inp, free=freed(inp, gangs, losses))) is not None:

@@ -111,7 +111,7 @@ def test_a_leader_that_cannot_renew_steps_down_then_recovers(fake_kube, elector)
     wait_until(lambda: calls.stopped == 1, timeout=TAKEOVER, what="a steps down")
     assert not a.is_leader()
     wait_until(a.is_leader, timeout=TAKEOVER, what="a leads again once the API answers")
-    assert calls.started == 2
+    wait_until(lambda: calls.started == 2, what="the started callback (it runs just after leading is set)")
 
 
 def test_inconsistent_timings_are_refused(fake_kube):

@@ -90,3 +90,17 @@ def test_the_simulator_places_bare_pods_as_kube_scheduler_would_with_our_scores(
     cluster, node, _ = placed["neutral"]
     assert cluster.capacity.used[node, gpu] == 0                        # spread onto an empty node
     assert result.whole_racks and result.whole_racks[0][1] == 2         # the demo's two whole racks
+
+
+def test_a_small_gang_goes_to_a_partly_used_rack_and_leaves_the_whole_racks_free():
+    """The planner's binpack ranking (tightest domain first) already orders a small gang's candidate
+    domains so: on the demo, 2 pods x 4 GPUs needing a rack land in a partly used rack, never in one of the
+    two whole free racks."""
+    from service_helpers import filter_, indexed_job, job_pods
+
+    job = indexed_job("small", pods=2, gpus=4, segment=None, required="rack")
+    client = make_client(job)
+    before = client.get("/debug/topology").json()["topologies"][0]["fragmentation"]["levels"][2]["whole_free"]
+    filter_(client, job_pods(job)[0])
+    after = client.get("/debug/topology").json()["topologies"][0]["fragmentation"]["levels"][2]["whole_free"]
+    assert before == after == 2

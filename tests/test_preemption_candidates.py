@@ -54,11 +54,28 @@ def test_freed_gives_back_the_victims_requests():
     assert after[:, GPU].tolist() == [8, 8, 8, 8] and free[:, GPU].tolist() == [0, 0, 0, 0]
 
 
-def test_cost_order_priority_then_gangs_then_pods_then_rank():
+def test_cost_order_priority_then_gangs_then_gpus_then_pods_then_rank():
     low_many = Cost(0, 2, 9, (5,))
     high_few = Cost(3, 0, 1, (0,))
     assert low_many < high_few                                              # priority first
     assert Cost(1, 0, 8, (9,)) < Cost(1, 1, 1, (0,))                        # then gangs broken
+    assert Cost(1, 1, 9, (9,), units=8) < Cost(1, 1, 1, (0,), units=16)     # then GPUs evicted
     assert Cost(1, 1, 4, (9,)) < Cost(1, 1, 5, (0,))                        # then pods
     assert Cost(1, 1, 4, (0,)) < Cost(1, 1, 4, (1,))                        # then placement rank
     assert cost_of([]) == Cost(NO_VICTIM, 0, 0)
+
+
+def test_fewest_gpus_evicted_before_fewest_pods():
+    """Two pods of 1 GPU rather than one pod of 8, when either frees the room (issue 34: fewest evicted GPUs)."""
+    import numpy as np
+
+    from topology.preemption import RunningGang, RunningPod
+    from topology.preemption.candidates import Choice
+
+    big = RunningGang("ns/big", 0, {"ns/big-0": RunningPod(0, np.array([0, 8]))})
+    small = RunningGang("ns/small", 0, {"ns/a": RunningPod(0, np.array([0, 1])), "ns/b": RunningPod(0, np.array([0, 1]))},
+                        min_member=0)
+    one_big = cost_of([Choice(big, ("ns/big-0",), True)], column=1)
+    two_small = cost_of([Choice(small, ("ns/a", "ns/b"))], column=1)
+    assert (one_big.pods, one_big.units) == (1, 8) and (two_small.pods, two_small.units) == (2, 2)
+    assert two_small < one_big

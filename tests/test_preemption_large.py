@@ -45,7 +45,7 @@ def test_greedy_frees_two_whole_racks_in_the_cheaper_block():
     result = select_victims(inp, running)
     assert result.found, result.explanation
     assert result.level == "block" and result.domain.endswith("b1")
-    assert len(result.victims) == 8 and result.cost.victims == (1, 0, 8)     # single pods break no gang
+    assert len(result.victims) == 8 and result.cost.victims == (1, 0, 64, 8)  # single pods break no gang; 8 GPUs each
     racks = {int(topology.node_domain[1][v.node]) for v in result.victims}
     assert len(racks) == 2                             # two whole racks, one per segment
     assert check_plan(replace(inp, free=result.free), result.plan) == []

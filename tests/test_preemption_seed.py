@@ -31,7 +31,7 @@ def test_seed_story_evicts_exactly_the_job_on_nodes_4_to_7():
     assert sorted(nodes.values()) == list(range(4, 12))               # one pod per node
     after = inp.__class__(**{**inp.__dict__, "free": result.free})
     assert check_plan(after, result.plan) == []
-    assert result.cost.victims == (0, 1, 4)
+    assert result.cost.victims == (0, 1, 32, 4)                # priority, gangs broken, GPUs, pods
 
 
 def test_explanation_says_why_leaf_b():
@@ -73,7 +73,7 @@ def test_spare_pods_go_before_whole_gangs():
     inp.free[8:12] = 0                                                # unit 2 busy with higher priority pods
     result = select_victims(inp, running)
     assert result.found
-    assert result.cost.victims == (0, 0, 2) and result.broken_gangs == []
+    assert result.cost.victims == (0, 0, 16, 2) and result.broken_gangs == []
     assert {v.gang for v in result.victims} == {"research/job-b"}
 
 

@@ -4,7 +4,7 @@
 The advice is the preemption search itself (select_victims), asked twice:
 1. at the gang's own priority: exactly what preemption would evict (so advice and action agree);
 2. failing that, at any priority: which running gangs or pods, of whatever priority, would have to go,
-   cheapest first (lowest victim priority, fewest gangs broken, fewest pods); the refusal then says
+   cheapest first (lowest victim priority, fewest gangs broken, fewest GPUs, fewest pods); the refusal then says
    "fits in block-2 if ns/train-a (priority 50) is evicted; this gang's priority 10 cannot preempt it";
 3. failing that too: no eviction helps, only more nodes (or a smaller gang).
 

@@ -46,7 +46,7 @@ class DomainOutcome:
     def to_json(self) -> dict:
         return {"level": self.level, "domain": self.domain, "fits": self.fits, "note": self.note,
                 "cost": None if self.cost is None else {"priority": self.cost.priority, "gangs": self.cost.gangs,
-                                                        "pods": self.cost.pods}}
+                                                        "units": self.cost.units, "pods": self.cost.pods}}
 
 
 @dataclass
@@ -82,7 +82,7 @@ class PreemptionPlan:
                 "victims": [{"pod": v.pod, "gang": v.gang, "priority": v.priority, "node": node(v.node),
                              "whole_gang": v.whole} for v in self.victims],
                 "cost": None if self.cost is None else {"priority": self.cost.priority, "gangs": self.cost.gangs,
-                                                        "pods": self.cost.pods},
+                                                        "units": self.cost.units, "pods": self.cost.pods},
                 "domains": [o.to_json() for o in self.outcomes]}
 
 
@@ -149,6 +149,9 @@ class _Search:
                               else np.asarray(inp.usable.get(role, np.ones(nodes, dtype=bool)), dtype=bool))
                        & self.layout.member for role in inp.requests}
         self.outcomes: list[DomainOutcome] = []
+        names = list(inp.resources.names)            # fewest evicted GPUs (cpu without GPUs) after gangs broken
+        self.unit = names.index("nvidia.com/gpu") if "nvidia.com/gpu" in names else \
+            (names.index("cpu") if "cpu" in names else None)
 
     # --- the whole search ----------------------------------------------------------------------------
     def could_help(self, gangs: list[RunningGang]) -> bool:
@@ -307,7 +310,7 @@ class _Search:
         """Every choice in cost order; the first that fits sets the victims' cost, the plan rank breaks ties."""
         ranked = []
         for number, combo in enumerate(itertools.product(*options)):
-            key = cost_of(combo).victims
+            key = cost_of(combo, column=self.unit).victims
             if bound is not None and (key > bound[0] or (key == bound[0] and not bound[1])):
                 continue
             ranked.append((key, number, combo))
@@ -319,7 +322,7 @@ class _Search:
             plan = self.evaluate(level, domain, in_domain, combo)
             if plan is None:
                 continue
-            cost = cost_of(combo, plan.rank)
+            cost = cost_of(combo, plan.rank, self.unit)
             if best is None or cost < best[0]:
                 best = (cost, [c for c in combo if not c.empty], plan)
         return best
@@ -329,7 +332,7 @@ class _Search:
         every victim the plan does not need."""
         plan = self.evaluate(level, domain, in_domain, [])
         if plan is not None:
-            return cost_of([], plan.rank), [], plan
+            return cost_of([], plan.rank, self.unit), [], plan
         for cap in sorted({g.gang.priority for g in here}):
             pool = [g for g in here if g.gang.priority <= cap]
             if self.evaluate(level, domain, in_domain, [g.whole() for g in pool]) is None:
@@ -372,7 +375,7 @@ class _Search:
                     if found is not None:
                         chosen, plan = trial, found
             choices = [c for c in chosen.values() if not c.empty]
-            cost = cost_of(choices, plan.rank)
+            cost = cost_of(choices, plan.rank, self.unit)
             if bound is not None and (cost.victims > bound[0] or (cost.victims == bound[0] and not bound[1])):
                 return None
             return cost, choices, plan
