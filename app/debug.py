@@ -38,6 +38,7 @@ def node_problem(obj: dict) -> str | None:
 from .state import ServiceState, kind_of
 
 router = APIRouter(tags=["debug"])
+probes = APIRouter(tags=["health"])      # on the main port in every mode (app/listeners.py)
 GZIP_PATHS = ("/debug/", "/ui", "/metrics")      # read by people and tools; never the extender's hot verbs
 
 
@@ -61,19 +62,19 @@ def service_of(request: Request) -> ServiceState:
     return request.app.state.service
 
 
-@router.get("/healthz", summary="Liveness: the process answers")
+@probes.get("/healthz", summary="Liveness: the process answers")
 def healthz() -> dict:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="Readiness: first sync done and, with leader election, the leader")
+@probes.get("/readyz", summary="Readiness: first sync done and, with leader election, the leader")
 def readyz(request: Request) -> JSONResponse:
     ready, reason = service_of(request).ready()
     return JSONResponse({"status": "ready" if ready else "not ready", "reason": reason},
                         status_code=200 if ready else 503)
 
 
-@router.get("/metrics", summary="Prometheus metrics")
+@probes.get("/metrics", summary="Prometheus metrics")
 def metrics(request: Request) -> Response:
     return Response(service_of(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)
 

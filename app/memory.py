@@ -44,7 +44,7 @@ class MemoryWriter:
         pod = self.state.find_pod(namespace, name)
         if pod is None:
             raise LookupError(f"pod {namespace}/{name} is unknown to the standalone cluster "
-                              f"(send it through filter first)")
+                              f"(add it with POST /debug/objects first)")
         return pod
 
     def create_podgroup(self, namespace: str, body: Mapping) -> None:
@@ -81,7 +81,6 @@ class MemoryWriter:
             pod = self._pod(namespace, name)
             if uid and (pod.get("metadata") or {}).get("uid") not in (None, uid):
                 raise EvictionRefused(f"pod {namespace}/{name} has another UID")
-            self.state.seen_pods.pop(f"{namespace}/{name}", None)
             self.state.apply(POD_KIND, "DELETED", pod)
 
     def event(self, involved: Mapping, reason: str, message: str, type_: str = "Normal") -> None:
@@ -95,12 +94,6 @@ class MemoryWriter:
     def _store(self, pod: Mapping) -> None:
         metadata = {**(pod.get("metadata") or {}), "resourceVersion": f"mem-{next(self._resource_version)}"}
         pod = {**pod, "metadata": metadata}
-        key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
-        if key in self.state.seen_pods and self.state.objects.get("Pod", metadata.get("namespace"), metadata.get("name")) is None \
-                and not (pod.get("spec") or {}).get("nodeName"):
-            self.state.seen_pods[key] = pod          # still pending: keep it among the pods met in requests
-            return
-        self.state.seen_pods.pop(key, None)
         self.state.apply(POD_KIND, "MODIFIED", pod)
 
 
@@ -112,14 +105,21 @@ def place_demo_gangs(state: ServiceState, running: Iterable[Mapping], refused: M
 
     names = list(state.cluster.node_names)
     bound = 0
+
+    def created(pod: dict) -> dict:
+        """The pod as the watch brings it once its controller created it (the verbs decide from that copy)."""
+        pod["spec"].setdefault("schedulerName", state.settings.scheduler_names[0])
+        state.apply(POD_KIND, "ADDED", pod)
+        return pod
+
     for workload in running:
-        for pod in expand_pods(workload):
+        for pod in map(created, expand_pods(workload)):
             outcome = state.gangs.filter(pod, names)
             if not outcome.nodes:
                 break                   # the fleet is full: leave this gang waiting too
             meta = pod["metadata"]
             if not state.gangs.bind(meta["namespace"], meta["name"], meta.get("uid") or "", outcome.nodes[0]):
                 bound += 1
-    state.gangs.filter(expand_pods(refused)[0], names)
+    state.gangs.filter(created(expand_pods(refused)[0]), names)
     log.info("demo gangs placed", extra=fields(gangs=len(list(state.plans)), pods_bound=bound))
 

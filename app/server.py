@@ -20,10 +20,11 @@ from collections.abc import Callable, Iterable, Mapping
 from fastapi import FastAPI
 
 from .cluster_file import load_objects
-from .debug import DebugGZip
+from .debug import DebugGZip, probes
 from .debug import router as debug_router
 from .extender import GangScheduler, build_router
 from .kube.native_gate import NativeGate
+from .listeners import debug_apart, sub_app, verbs_apart
 from .logs import fields, get_logger
 from .memory import MemoryWriter, load_into, place_demo_gangs
 from .ports import ClusterWriter
@@ -99,10 +100,20 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
                   description="Topology-aware gang and segment scheduler extender")
     app.state.service = state
     app.state.native_gate = NativeGate(state)
-    app.include_router(build_router(settings.url_prefix))
-    app.include_router(debug_router)
+    app.state.listeners = {}                   # routes kept off the main port (see app/listeners.py)
+    verbs, debug = build_router(settings.url_prefix), [debug_router, ui_router]
+    if verbs_apart(settings):
+        app.state.listeners["verbs"] = sub_app(state, "tas-extender verbs", [verbs])
+    else:
+        app.include_router(verbs)
+    if debug_apart(settings):
+        app.state.listeners["debug"] = sub_app(state, "tas-extender debug", debug)
+        app.state.listeners["debug"].add_middleware(DebugGZip)
+    else:
+        for router in debug:
+            app.include_router(router)
+    app.include_router(probes)
     app.include_router(webhook_router)
-    app.include_router(ui_router)
     app.add_middleware(DebugGZip)
     return app
 

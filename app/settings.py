@@ -55,6 +55,11 @@ class Settings(BaseSettings):
     url_prefix: str = "/scheduler"
     tls_cert: str | None = None
     tls_key: str | None = None
+    # the CA of kube-scheduler's client certificate: the verbs are then served on verbs_port to its holders only
+    client_ca: str | None = None
+    verbs_port: int = Field(8889, ge=1, le=65535)
+    insecure_verbs: bool = False             # cluster mode without client_ca: serve the verbs to anyone (warned)
+    debug_port: int = Field(8890, ge=1, le=65535)    # cluster mode: /debug and /ui on 127.0.0.1 only
     cluster: str | None = None               # a cluster dump for standalone mode
     demo_size: int | None = None             # standalone: a generated demo fleet of this many nodes
     kubeconfig: str | None = None
@@ -65,6 +70,7 @@ class Settings(BaseSettings):
     leader_elect: bool = False
     lease_name: str = "tas-extender"
     lease_namespace: str = Field(default_factory=_default_lease_namespace)
+    # the scheduler profile(s) whose pods the extender binds, comma-separated; the webhook sets the first
     scheduler_name: str = "tas-scheduler"
     set_scheduler_name: bool = False         # the webhook sets spec.schedulerName on topology pods
     preemption: Literal["on", "off", "dry-run"] = "on"
@@ -89,6 +95,15 @@ class Settings(BaseSettings):
     def _normalise_prefix(cls, value: str) -> str:
         value = "/" + value.strip("/")
         return "" if value == "/" else value
+
+    @field_validator("scheduler_name")
+    @classmethod
+    def _check_scheduler_names(cls, value: str) -> str:
+        names = [name.strip() for name in value.split(",")]
+        if not all(names):
+            raise ValueError(f"--scheduler-name (TAS_SCHEDULER_NAME): {value!r} has an empty name; give one "
+                             f"scheduler profile name or several separated by commas")
+        return ",".join(names)
 
     @field_validator("extra_kinds", mode="before")
     @classmethod
@@ -124,6 +139,11 @@ class Settings(BaseSettings):
     def watched_kinds(self) -> tuple[WatchedKind, ...]:
         """What the service lists and watches in a cluster: WATCHED_KINDS, then extra_kinds."""
         return watched_kinds(self.extra_kinds)
+
+    @property
+    def scheduler_names(self) -> tuple[str, ...]:
+        """The scheduler profiles whose pods the extender binds (the first is the one the webhook sets)."""
+        return tuple(self.scheduler_name.split(","))
 
     @property
     def mode(self) -> str:

@@ -92,14 +92,16 @@ def start_schedulers(cluster: E2ECluster, kinds: list[str]) -> dict:
         if kind == "plain":
             config = alike(base, SCHEDULER[kind])
         elif kind == "gangs":
-            config = alike(scheduler_config(cluster.url, ca_pem), SCHEDULER[kind])
+            config = alike(scheduler_config(cluster.verbs_url, ca_pem, cluster.scheduler_client), SCHEDULER[kind])
         else:
             port = free_port()
             cert, key = plane.certs.issue("null-extender", "/CN=null-extender", server=True)
             api = [plane.server, plane.certs.ca_crt, plane.certs.folder / "admin.crt", plane.certs.folder / "admin.key"]
             plane.processes.append(start("null-extender", [sys.executable, ROOT / "benchmarks" / "null_extender_stack.py",
                                                            port, cert, key, *api], plane.folder))
-            config = alike(scheduler_config(f"https://127.0.0.1:{port}", ca_pem), SCHEDULER[kind])
+            # the same client certificate as tas-scheduler presents (the null extender does not check it)
+            config = alike(scheduler_config(f"https://127.0.0.1:{port}", ca_pem, cluster.scheduler_client),
+                           SCHEDULER[kind])
             for extender in config["extenders"]:
                 extender.pop("prioritizeVerb", None)
                 extender.pop("preemptVerb", None)

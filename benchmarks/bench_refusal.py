@@ -79,7 +79,7 @@ def running_pod(name: str, node: str, *, gpus: int, cpu: str, priority: int) -> 
 def plain_pod(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "bench", "uid": f"uid-{name}"},
-            "spec": {"priority": 0, "containers": [{"name": "main", "image": "app",
+            "spec": {"schedulerName": "tas-scheduler", "priority": 0, "containers": [{"name": "main", "image": "app",
                                                     "resources": {"requests": {"cpu": "100m", "memory": "1Gi"}}}]},
             "status": {"phase": "Pending"}}
 
@@ -123,6 +123,7 @@ class Scheduler:
     async def plain_cycle(self) -> None:
         self.count += 1
         pod = plain_pod(f"{self.prefix}-{self.count}")
+        self.app.state.service.apply(POD_KIND, "ADDED", pod)      # the watch brings it before kube-scheduler asks
         elapsed, answer = await self.filter(pod)
         self.plain.append(elapsed)
         node = answer["NodeNames"][self.count % len(answer["NodeNames"])]
@@ -181,6 +182,7 @@ async def run(node_count: int, cycles: int, churn: bool) -> None:
     for pod in gang_pods:
         pod["metadata"]["uid"] = f"uid-{pod['metadata']['name']}"
         pod["status"] = {"phase": "Pending"}
+        app.state.service.apply(POD_KIND, "ADDED", pod)     # the verbs decide from the service's copy of a pod
 
     alone = Scheduler(app, names, "alone")
     for _ in range(cycles):

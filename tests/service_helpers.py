@@ -8,10 +8,13 @@ from fastapi.testclient import TestClient
 
 from app.server import create_app
 from app.settings import Settings
+from app.state import POD_KIND
 from grouper import expand_pods
 from topology.demo import demo_objects
 
 GPU = "nvidia.com/gpu"
+WAKE = "tas-extender.io/wake"
+SCHEDULER = "tas-scheduler"       # the profile the extender binds for (Settings.scheduler_name)
 
 
 class Clock:
@@ -46,6 +49,7 @@ def indexed_job(name: str, pods: int, gpus: int, *, required: str | None = "bloc
 def job_pods(job: dict) -> list[dict]:
     pods = expand_pods(job)
     for pod in pods:
+        pod["spec"].setdefault("schedulerName", SCHEDULER)
         pod["metadata"]["uid"] = f"uid-{pod['metadata']['name']}"
         pod["metadata"]["resourceVersion"] = "1"
         pod["status"] = {"phase": "Pending"}
@@ -58,7 +62,8 @@ def plain_pod(name: str, gpus: int = 0, cpu: str = "1", namespace: str = "defaul
         requests[GPU] = str(gpus)
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
-            "spec": {"containers": [{"name": "main", "image": "app", "resources": {"requests": requests}}]},
+            "spec": {"schedulerName": SCHEDULER,
+                     "containers": [{"name": "main", "image": "app", "resources": {"requests": requests}}]},
             "status": {"phase": "Pending"}}
 
 
@@ -78,7 +83,34 @@ def node_names(client: TestClient) -> list[str]:
     return list(service(client).cluster.node_names)
 
 
+def watch(client: TestClient, pod: dict) -> None:
+    """The pod as the watch delivers it, unless the service already has it: the verbs decide from the
+    service's copy of a pod, never from the request body (a test that changes a pod re-applies it). A pod
+    that names no scheduler is taken as one of the extender's profile (only those reach its verbs)."""
+    state = service(client)
+    metadata = pod["metadata"]
+    stored = state.objects.get("Pod", metadata.get("namespace") or "default", metadata["name"])
+    delivered = copy.deepcopy(pod)
+    delivered.setdefault("spec", {}).setdefault("schedulerName", SCHEDULER)
+    if stored is None:
+        state.apply(POD_KIND, "ADDED", delivered)
+    elif not (stored.get("spec") or {}).get("nodeName") and _changed(stored, delivered):
+        state.apply(POD_KIND, "MODIFIED", delivered)      # the test changed the pending pod: its new version
+
+
+def _changed(stored: dict, pod: dict) -> bool:
+    """The test sent another version of a pending pod than the service holds (the service's own wake-up
+    annotation and resource version aside)."""
+    def seen(obj: dict) -> tuple:
+        metadata = obj.get("metadata") or {}
+        annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != WAKE}
+        return (obj.get("spec"), metadata.get("labels") or {}, annotations, metadata.get("ownerReferences"),
+                metadata.get("uid"))
+    return seen(stored) != seen(pod)
+
+
 def filter_(client: TestClient, pod: dict, names: list[str] | None = None) -> dict:
+    watch(client, pod)
     body = {"Pod": pod, "Nodes": None, "NodeNames": node_names(client) if names is None else names}
     response = client.post("/scheduler/filter", json=body)
     assert response.status_code == 200
@@ -86,6 +118,7 @@ def filter_(client: TestClient, pod: dict, names: list[str] | None = None) -> di
 
 
 def prioritize(client: TestClient, pod: dict, names: list[str] | None = None) -> dict[str, int]:
+    watch(client, pod)
     body = {"Pod": pod, "Nodes": None, "NodeNames": node_names(client) if names is None else names}
     response = client.post("/scheduler/prioritize", json=body)
     assert response.status_code == 200

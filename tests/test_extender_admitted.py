@@ -22,6 +22,7 @@ def admitted(pods: list[dict], *, cpu: str | None = None) -> list[dict]:
     """What the API server stores: ExtendedResourceToleration adds the GPU toleration, LimitRanger a CPU request."""
     for pod in pods:
         spec = pod["spec"]
+        spec.setdefault("schedulerName", "tas-scheduler")
         spec.setdefault("tolerations", []).append(dict(TOLERATION))
         if cpu:
             for container in spec["containers"]:

@@ -12,7 +12,7 @@ from app.state import GANG_ANNOTATION, NODE_KIND, SLOT_ANNOTATION
 from topology.demo import demo_objects
 
 from service_helpers import (GPU, Clock, bind, domain_of, failures, filter_, indexed_job, job_pods, make_client,
-                             plain_pod, prioritize, refusal, schedule, service)
+                             plain_pod, prioritize, refusal, schedule, service, watch)
 
 
 def gpu_column(client):
@@ -159,7 +159,8 @@ def test_bind_is_idempotent_and_refuses_another_node():
 def test_unknown_pod_bind_reports_an_error():
     client = make_client()
     error = bind(client, plain_pod("ghost"), "node-03")
-    assert "ghost" in error and "unknown" in error
+    assert "ghost" in error and "not in the extender's watched view" in error
+    assert service(client).find_pod("default", "ghost") is None
 
 
 def test_concurrent_binds_never_overcommit():
@@ -382,6 +383,7 @@ def test_preempt_keeps_only_the_planned_node_for_a_gang_pod_and_echoes_plain_pod
     body = {"Pod": pod, "NodeNameToVictims": None, "NodeNameToMetaVictims": victims}
     answer = client.post("/scheduler/preempt", json=body).json()
     assert answer == {"NodeNameToMetaVictims": {planned: victims[planned]}}
+    watch(client, plain_pod("web"))
     plain = client.post("/scheduler/preempt", json={**body, "Pod": plain_pod("web")}).json()
     assert plain == {"NodeNameToMetaVictims": victims}
     off = make_client(job, preemption="off")

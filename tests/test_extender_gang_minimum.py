@@ -19,7 +19,7 @@ def member(group: str, index: int) -> dict:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"{group}-{index}", "namespace": "team-a", "uid": f"uid-{group}-{index}",
                          "resourceVersion": "1", "labels": {"scheduling.x-k8s.io/pod-group": group}},
-            "spec": {"containers": [{"name": "main", "image": "trainer",
+            "spec": {"schedulerName": "tas-scheduler", "containers": [{"name": "main", "image": "trainer",
                                      "resources": {"limits": {GPU: "8"}, "requests": {GPU: "8"}}}]},
             "status": {"phase": "Pending"}}
 

@@ -7,7 +7,7 @@ import pytest
 
 from app.extender.names import all_strings, candidate_mask
 
-from service_helpers import make_client, plain_pod
+from service_helpers import make_client, plain_pod, watch
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +30,7 @@ def test_bad_node_names_get_the_models_error(client, names, field, verb):
 
 def test_node_names_pass_through_exactly(client):
     names = [f"node-{i:02d}" for i in range(1, 9)]
+    watch(client, plain_pod("p"))
     answer = client.post("/scheduler/filter", json={"Pod": plain_pod("p"), "NodeNames": names}).json()
     assert answer["NodeNames"] == names and answer["Error"] == ""
     assert set(answer) == {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}

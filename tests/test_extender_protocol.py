@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from app.extender.models import ExtenderFilterResult, HostPriority
 
-from service_helpers import filter_, indexed_job, job_pods, make_client, plain_pod, service
+from service_helpers import filter_, indexed_job, job_pods, make_client, plain_pod, service, watch
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +75,7 @@ def test_node_cache_false_mode_answers_with_the_node_objects_of_the_planned_node
     job = indexed_job("llama", pods=8, gpus=4)
     client = make_client(job)
     nodes = [{"metadata": {"name": n, "labels": {"x": "y"}}, "status": {}} for n in service(client).cluster.node_names]
+    watch(client, job_pods(job)[0])
     body = {"Pod": job_pods(job)[0], "Nodes": {"metadata": {"resourceVersion": "7"}, "items": nodes}, "NodeNames": None}
     answer = client.post("/scheduler/filter", json=body).json()
     assert len(answer["Nodes"]["items"]) == 1 and answer["Nodes"]["metadata"] == {"resourceVersion": "7"}

@@ -43,9 +43,27 @@ def _recorded_nodes() -> list[dict]:
     return [{**node, "apiVersion": "v1", "kind": "Node"} for node in nodes.values()]
 
 
+def _recorded_pods() -> list[dict]:
+    """The pods of the recorded requests, as the service's watch would hold them: the verbs decide from the
+    service's copy of a pod, never from the request body."""
+    pods: dict[tuple, dict] = {}
+    for mode in MODES:
+        for verb in ("filter", "prioritize", "preempt"):
+            for path in _requests(mode, verb):
+                pod = _load(path).get("Pod")
+                if pod:
+                    metadata = pod["metadata"]
+                    pods.setdefault((metadata.get("namespace"), metadata["name"]), {**pod, "apiVersion": "v1",
+                                                                                     "kind": "Pod"})
+    return list(pods.values())
+
+
 @pytest.fixture(scope="module")
 def client() -> TestClient:
-    app = create_app(Settings(), objects=_recorded_nodes())
+    pods = _recorded_pods()
+    profiles = sorted({pod["spec"].get("schedulerName") or "default-scheduler" for pod in pods})
+    assert profiles == ["default-scheduler"]       # the recording rig's extender served the default profile
+    app = create_app(Settings(scheduler_name=",".join(profiles)), objects=_recorded_nodes() + pods)
     return TestClient(app)
 
 

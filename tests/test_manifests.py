@@ -41,7 +41,8 @@ OLDEST_SUPPORTED = (1, 30)     # the README's oldest cluster: the scheduler imag
 # The `tas-extender serve` flags (fixed contract); each is also the environment variable TAS_<UPPER_SNAKE>.
 FLAGS = {"host", "port", "url-prefix", "tls-cert", "tls-key", "kubeconfig", "in-cluster", "cluster",
          "reservation-ttl", "strategy", "log-level", "leader-elect", "lease-name", "lease-namespace",
-         "scheduler-name", "set-scheduler-name", "preemption", "extra-kinds"}
+         "scheduler-name", "set-scheduler-name", "preemption", "extra-kinds", "client-ca", "verbs-port",
+         "insecure-verbs", "debug-port"}
 FLAG_DEFAULTS = {"host": "0.0.0.0", "port": "8888", "url-prefix": "/scheduler", "lease-name": "tas-extender",
                  "scheduler-name": "tas-scheduler"}
 EXTENDER_ROUTES = {"/scheduler/filter", "/scheduler/prioritize", "/scheduler/bind", "/scheduler/preempt"}
@@ -430,8 +431,11 @@ def test_service_routes_to_the_extender_port():
     scheduler_labels = scheduler_deployment(docs)["spec"]["template"]["metadata"]["labels"]
     assert not svc["spec"]["selector"].items() <= scheduler_labels.items()
     assert not svc["spec"].get("publishNotReadyAddresses")        # only the Ready leader gets traffic
-    (port,) = svc["spec"]["ports"]
-    assert container_port(deployment, port["targetPort"]) == int(extender_flag(docs, "port"))
+    ports = {p["name"]: p for p in svc["spec"]["ports"]}
+    assert set(ports) == {"https", "verbs"}
+    assert ports["https"]["port"] == 443           # the webhook's default port
+    assert container_port(deployment, ports["https"]["targetPort"]) == int(extender_flag(docs, "port"))
+    assert container_port(deployment, ports["verbs"]["targetPort"]) == int(extender_flag(docs, "verbs-port"))
 
 
 def test_extender_mounts_its_tls_pair_from_the_secret():
@@ -716,7 +720,9 @@ def test_scheduler_reaches_the_extender_through_the_service():
     assert url.scheme == "https" and extender["enableHTTPS"] is True
     assert url.hostname == f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc"
     (port,) = [p for p in svc["spec"]["ports"] if p["port"] == (url.port or 443)]
-    assert container_port(extender_deployment(docs), port["targetPort"]) == int(extender_flag(docs, "port"))
+    # the verbs port, which requires a client certificate; never the webhook's port
+    assert container_port(extender_deployment(docs), port["targetPort"]) == int(extender_flag(docs, "verbs-port"))
+    assert int(extender_flag(docs, "verbs-port")) != int(extender_flag(docs, "port"))
     assert url.path == extender_flag(docs, "url-prefix")
     verbs = [extender[k] for k in ("filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb")]
     assert {f"{url.path}/{verb}" for verb in verbs} == EXTENDER_ROUTES
@@ -740,6 +746,58 @@ def test_scheduler_trusts_the_ca_of_the_extender_certificate():
         extender_deployment(docs), extender_flag(docs, "tls-cert"))["secret"]["secretName"]
     assert source["key"] == "ca.crt"
     assert [item["key"] for item in source["secret"]["items"]] == ["ca.crt"]   # never the private key
+
+
+def test_scheduler_presents_a_client_certificate_the_extender_trusts():
+    """The verbs port requires a client certificate signed by --client-ca: the scheduler's tlsConfig names
+    one from its own Secret, and --client-ca is the CA of the Secret the extender serves with (both issued
+    by scripts/gen-webhook-cert.sh or cert-manager from one CA)."""
+    docs = installed()
+    tls = extender_entry(scheduler_config(docs))["tlsConfig"]
+    scheduler = scheduler_deployment(docs)
+    cert, key = volume_source_of(scheduler, tls["certFile"]), volume_source_of(scheduler, tls["keyFile"])
+    assert cert["secret"]["secretName"] == key["secret"]["secretName"] == "tas-scheduler-client-tls"
+    assert (cert["key"], key["key"]) == ("tls.crt", "tls.key")
+    ca = volume_source_of(extender_deployment(docs), extender_flag(docs, "client-ca"))
+    assert (ca["secret"]["secretName"], ca["key"]) == ("tas-extender-tls", "ca.crt")
+
+
+def test_the_extender_never_mounts_the_schedulers_client_key():
+    pod = extender_deployment(installed())["spec"]["template"]["spec"]
+    assert "tas-scheduler-client-tls" not in {(v.get("secret") or {}).get("secretName") for v in pod["volumes"]}
+
+
+def test_debug_and_ui_listen_on_loopback_behind_port_forward():
+    """/debug and /ui list pods of every namespace: in a cluster they are on 127.0.0.1:--debug-port, no
+    Service or container port names it, and the Role tas-extender-debug grants port-forward to the pods."""
+    docs = installed()
+    debug_port = int(extender_flag(docs, "debug-port"))
+    assert debug_port not in {p["containerPort"] for p in container(extender_deployment(docs))["ports"]}
+    assert debug_port not in {p.get("targetPort") for p in service(docs)["spec"]["ports"]}
+    rules = rules_of(docs, "Role", "tas-extender-debug", "tas-system")
+    assert allows(rules, "", "pods/portforward", "create") and allows(rules, "", "pods", "get")
+    assert not any(verb in rule["verbs"] for rule in rules for verb in ("*", "delete", "update", "patch"))
+
+
+def test_network_policy_lets_only_the_scheduler_reach_the_verbs_port():
+    docs = installed()
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    deployment = extender_deployment(docs)
+    assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= \
+        deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    by_port = {}
+    for rule in policy["spec"]["ingress"]:
+        for port in rule["ports"]:
+            by_port[container_port(deployment, port["port"])] = rule.get("from")
+    verbs, main = int(extender_flag(docs, "verbs-port")), int(extender_flag(docs, "port"))
+    assert set(by_port) == {verbs, main}                    # nothing else (the debug port is loopback only)
+    (source,) = by_port[verbs]
+    scheduler_labels = scheduler_deployment(docs)["spec"]["template"]["metadata"]["labels"]
+    assert set(source) == {"podSelector"}                   # the policy's namespace: tas-system
+    assert source["podSelector"]["matchLabels"].items() <= scheduler_labels.items()
+    assert by_port[main] is None                            # the API server (webhook), the kubelet, Prometheus
 
 
 def test_scheduler_deployment_runs_kube_scheduler_with_leader_election():
@@ -786,6 +844,11 @@ def test_cert_manager_overlay_issues_the_secret_the_deployments_mount():
     assert [c["spec"]["secretName"] for c in ca] == [issuer["ca"]["secretName"]]
     root = get(docs, ca[0]["spec"]["issuerRef"]["kind"], ca[0]["spec"]["issuerRef"]["name"], namespace)
     assert "selfSigned" in root["spec"]
+    client = get(docs, "Certificate", "tas-scheduler-client", namespace)["spec"]
+    tls = extender_entry(scheduler_config(docs))["tlsConfig"]
+    assert client["secretName"] == volume_source_of(scheduler_deployment(docs), tls["certFile"])["secret"]["secretName"]
+    assert client["usages"] == ["client auth", "digital signature"]
+    assert client["issuerRef"] == certificate["issuerRef"]          # the CA the extender's --client-ca holds
     annotations = get(docs, "MutatingWebhookConfiguration", "tas-extender")["metadata"]["annotations"]
     assert annotations["cert-manager.io/inject-ca-from"] == f"{namespace}/tas-extender"
     assert "caBundle" not in webhook_entry(docs)["clientConfig"]
@@ -831,6 +894,11 @@ def test_script_certificate_names_the_service_of_the_manifests(tmp_path):
     cert_key = openssl("x509", "-in", str(tmp_path / "tls.crt"), "-noout", "-pubkey")
     assert cert_key == openssl("pkey", "-in", str(tmp_path / "tls.key"), "-pubout")
     assert (tmp_path / "tls.key").stat().st_mode & 0o077 == 0
+    # kube-scheduler's client certificate for the verbs port: the same CA (the extender's --client-ca), client auth
+    assert "OK" in openssl("verify", "-CAfile", str(tmp_path / "ca.crt"), str(tmp_path / "scheduler-client.crt"))
+    usage = openssl("x509", "-in", str(tmp_path / "scheduler-client.crt"), "-noout", "-ext", "extendedKeyUsage")
+    assert "TLS Web Client Authentication" in usage and "Server" not in usage
+    assert (tmp_path / "scheduler-client.key").stat().st_mode & 0o077 == 0
 
 
 @needs_openssl
@@ -884,12 +952,15 @@ def test_script_apply_writes_the_secret_and_patches_the_webhook(tmp_path):
     calls = [line.rstrip("\x1f").split("\x1f") for line in log.read_text().splitlines()]
     ca_bundle = result.stdout.strip()
 
-    (secret_call,) = [c for c in calls if c[:4] == ["-n", namespace, "create", "secret"]]
+    secret_calls = [c for c in calls if c[:4] == ["-n", namespace, "create", "secret"]]
     secret_name = volume_source_of(extender_deployment(docs), extender_flag(docs, "tls-cert"))["secret"]["secretName"]
-    assert secret_call[4:6] == ["generic", secret_name]
-    assert "--type=kubernetes.io/tls" in secret_call
-    keys = {arg.split("=", 2)[1] for arg in secret_call if arg.startswith("--from-file=")}
-    assert keys == {"tls.crt", "tls.key", "ca.crt"}
+    client_name = volume_source_of(scheduler_deployment(docs), extender_entry(scheduler_config(docs))["tlsConfig"][
+        "certFile"])["secret"]["secretName"]
+    assert [c[4:6] for c in secret_calls] == [["generic", secret_name], ["generic", client_name]]
+    for secret_call in secret_calls:
+        assert "--type=kubernetes.io/tls" in secret_call
+        keys = {arg.split("=", 2)[1] for arg in secret_call if arg.startswith("--from-file=")}
+        assert keys == {"tls.crt", "tls.key", "ca.crt"}
 
     (patch_call,) = [c for c in calls if c[:1] == ["patch"]]
     assert patch_call[1:3] == ["mutatingwebhookconfiguration", webhook["metadata"]["name"]]

@@ -15,7 +15,7 @@ from app.settings import Settings
 from app.state import NODE_KIND, POD_KIND
 from topology.groups import Slot
 
-from service_helpers import GPU, Clock, bind, failures, filter_, job_pods, plain_pod, prioritize, refusal
+from service_helpers import GPU, Clock, bind, failures, filter_, job_pods, plain_pod, prioritize, refusal, watch
 
 SPINE, LEAF, UNIT, HOST = "example.com/spine", "example.com/leaf", "example.com/unit", "kubernetes.io/hostname"
 
@@ -206,6 +206,7 @@ def test_equal_priority_is_never_preempted():
 
 
 def preempt(client: TestClient, pod: dict, victims: dict[str, list[str]]) -> dict:
+    watch(client, pod)
     body = {"Pod": pod, "NodeNameToMetaVictims": {
         node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 0} for node, uids in victims.items()}}
     response = client.post("/scheduler/preempt", json=body)

@@ -7,7 +7,7 @@ from unittest.mock import patch
 
 from app.extender.gang import GangScheduler
 
-from service_helpers import filter_, job_pods
+from service_helpers import filter_, job_pods, watch
 from test_preemption_service import job, llm_job, preempt, seed_client
 from test_refusal_cache import plans_made, refused_client
 
@@ -62,6 +62,7 @@ def test_an_unresolvable_refusal_names_one_node_with_the_whole_reason():
     their own, so its event reads `0/12 nodes are available: 1 <the reason>`: the reason says it holds on
     every node and where the whole plan is."""
     client, _ = seed_client(llm=never_fits_job())
+    watch(client, job_pods(never_fits_job())[0])
     response = client.post("/scheduler/filter", json={"Pod": job_pods(never_fits_job())[0], "Nodes": None,
                                                        "NodeNames": [f"node-{i:02d}" for i in range(12)]})
     answer = response.json()

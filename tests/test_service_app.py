@@ -100,6 +100,7 @@ items:
 """)
     from fastapi.testclient import TestClient
     client = TestClient(create_app(Settings(cluster=str(dump), url_prefix="/ext")))
+    assert client.post("/debug/objects", json=plain_pod("a")).json() == {"applied": ["Pod default/a"]}
     answer = client.post("/ext/filter", json={"Pod": plain_pod("a"), "NodeNames": ["solo"]}).json()
     assert answer["NodeNames"] == ["solo"]
     assert client.get("/debug/topology").json()["nodes"] == 1
@@ -137,6 +138,7 @@ def test_serve_command_runs_standalone_and_answers_over_http():
                 pass
             assert time.monotonic() < deadline and process.poll() is None, process.stderr.read1().decode()
             time.sleep(0.1)
+        assert httpx.post(f"{base}/debug/objects", json=plain_pod("curl")).status_code == 200
         answer = httpx.post(f"{base}/scheduler/filter", json={"Pod": plain_pod("curl"), "NodeNames": ["node-01"]}).json()
         assert answer["NodeNames"] == ["node-01"]
         assert httpx.post(f"{base}/scheduler/bind", json={"PodName": "curl", "PodNamespace": "default",

@@ -17,7 +17,7 @@ from app import cli
 from app.server import KubeParts
 from app.state import POD_KIND
 from app.wire import describe_errors
-from service_helpers import Clock, indexed_job, job_pods, make_client, plain_pod, schedule, service
+from service_helpers import Clock, indexed_job, job_pods, make_client, plain_pod, schedule, service, watch
 from webhook_helpers import make_app, post, review_of
 
 BAD_PODS = [
@@ -60,6 +60,7 @@ def test_prioritize_and_preempt_name_the_bad_pod_field(client, verb, empty, pod,
 
 
 def test_a_well_formed_pod_still_passes(client):
+    watch(client, plain_pod("fine"))
     body = client.post("/scheduler/filter", json={"Pod": plain_pod("fine"), "NodeNames": ["node-a"]}).json()
     assert body["Error"] == "" and body["NodeNames"] == ["node-a"]
 
@@ -89,12 +90,12 @@ def test_describe_errors_names_the_field_and_drops_pydantic_prefix():
 
 # --- standalone writer ---------------------------------------------------------------------------------
 def test_memory_writer_changes_pods_under_the_state_lock():
-    """A pending pod's annotation (kept among the pods met in requests) must wait for the state lock like
-    every other change, or it races the filter that reads the same pod."""
+    """A pending pod's annotation must wait for the state lock like every other change, or it races the
+    filter that reads the same pod."""
     client = make_client()
     state = service(client)
     pod = plain_pod("pending")
-    state.observe_pod(pod)
+    state.apply(POD_KIND, "ADDED", pod)
     holding, release, done = threading.Event(), threading.Event(), threading.Event()
 
     def hold_lock():
@@ -242,6 +243,7 @@ def test_a_filter_waiting_for_the_state_lock_does_not_freeze_other_requests():
 
     client = make_client()
     state = service(client)
+    watch(client, plain_pod("waits"))
     holding, release = threading.Event(), threading.Event()
 
     def sync_thread():

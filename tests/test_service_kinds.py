@@ -40,7 +40,7 @@ def statefulset(name: str = "cache", replicas: int = 8) -> dict:
             "spec": {"replicas": replicas, "serviceName": name, "selector": {"matchLabels": {"app": name}},
                      "template": {"metadata": {"labels": {"app": name}, "annotations": {
                          "kai.scheduler/pod-index-label": "apps.kubernetes.io/pod-index", **SEGMENTS}},
-                         "spec": {"containers": copy.deepcopy(CONTAINERS)}}}}
+                         "spec": {"schedulerName": "tas-scheduler", "containers": copy.deepcopy(CONTAINERS)}}}}
 
 
 def statefulset_pods(workload: dict) -> list[dict]:
@@ -53,7 +53,8 @@ def statefulset_pods(workload: dict) -> list[dict]:
                                      "statefulset.kubernetes.io/pod-name": f"{metadata['name']}-{i}"},
                           "annotations": dict(template["metadata"]["annotations"]),
                           "ownerReferences": [_controller_ref(workload)]},
-             "spec": copy.deepcopy(template["spec"]), "status": {"phase": "Pending"}}
+             "spec": {"schedulerName": "tas-scheduler", **copy.deepcopy(template["spec"])},
+             "status": {"phase": "Pending"}}
             for i in range(workload["spec"]["replicas"])]
 
 
@@ -93,7 +94,8 @@ def jobset_pods(workload: dict) -> list[dict]:
                                       "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name,
                                                            "uid": f"uid-{job_name}", "controller": True,
                                                            "blockOwnerDeletion": True}]},
-                         "spec": copy.deepcopy(template["spec"]), "status": {"phase": "Pending"}})
+                         "spec": {"schedulerName": "tas-scheduler", **copy.deepcopy(template["spec"])},
+             "status": {"phase": "Pending"}})
     return pods
 
 
@@ -113,7 +115,8 @@ def trainer_pods(workload: dict) -> list[dict]:
                           "labels": {"example.com/rank": str(i)},
                           "annotations": dict(template["metadata"]["annotations"]),
                           "ownerReferences": [_controller_ref(workload)]},
-             "spec": copy.deepcopy(template["spec"]), "status": {"phase": "Pending"}}
+             "spec": {"schedulerName": "tas-scheduler", **copy.deepcopy(template["spec"])},
+             "status": {"phase": "Pending"}}
             for i in range(workload["spec"]["replicas"])]
 
 
@@ -143,8 +146,14 @@ def segment_env(pod: dict) -> tuple:
     return tuple(env[k] for k in ("KAI_SEGMENT_INDEX", "KAI_SEGMENT_RANK", "KAI_SEGMENT_SIZE", "KAI_NUM_SEGMENTS"))
 
 
+def debug(client: TestClient) -> TestClient:
+    """Where /debug answers: the main app standalone, the loopback-only debug app with a cluster."""
+    apart = client.app.state.listeners.get("debug")
+    return client if apart is None else TestClient(apart)
+
+
 def assert_planned_in_segments(client: TestClient, gang: str, role: str, pods: int = 8) -> None:
-    detail = client.get(f"/debug/plans/{gang}").json()
+    detail = debug(client).get(f"/debug/plans/{gang}").json()
     assert detail["counts"]["planned"] + detail["counts"]["bound"] == len(detail["slots"])
     slots = {s["slot"]: s for s in detail["slots"] if s["role"] == role}
     assert len(slots) == pods
@@ -179,6 +188,7 @@ def test_statefulset_pods_get_segments_from_the_webhook_and_land_in_them():
         assert mutated["metadata"]["labels"]["kai.scheduler/segment-index"] == str(index // 4)
         assert mutated["metadata"]["annotations"]["pod-group-name"] == "pg-cache-uid-cache"
         mutated["metadata"]["uid"] = pod["metadata"]["uid"]
+        mutated["spec"]["schedulerName"] = "tas-scheduler"      # the template's (the review fixture writes the default)
         placed[index] = schedule(client, mutated)
     for segment in (range(0, 4), range(4, 8)):
         assert len({domain_of(client, placed[i], "rack") for i in segment}) == 1
@@ -258,7 +268,8 @@ def test_without_extra_kinds_a_custom_kind_is_not_watched_and_its_pods_pass_plai
         assert service(client).objects.get("Trainer", "team-a", "bert") is None
         answer = filter_(client, pods[0])
         assert answer["Error"] == "" and len(answer["NodeNames"]) > 1      # a plain pod: every fitting node
-        assert client.get("/debug/plans").json()["plans"] == []
+        assert client.get("/debug/plans").status_code == 404          # with a cluster: loopback only
+        assert debug(client).get("/debug/plans").json()["plans"] == []
         body = admission_review(copy.deepcopy(pods[0]), "trainer-controller")
         response = client.post("/mutate", json=body).json()["response"]
         assert response["allowed"] and "patch" not in response

@@ -76,6 +76,8 @@ class Service:
     def schedule(self, pod: dict, *, bind: bool = True) -> str | None:
         """filter (then bind the planned node), as kube-scheduler does with nodeCacheCapable: true."""
         names = list(self.app.state.service.cluster.node_names)
+        pod = {**pod, "spec": {"schedulerName": "tas-scheduler", **pod.get("spec", {})}}
+        assert self.http.post("/debug/objects", json=pod).status_code == 200       # as the watch would deliver it
         answer = self.http.post("/scheduler/filter", json={"Pod": pod, "Nodes": None, "NodeNames": names}).json()
         assert answer["Error"] == ""
         if not answer["NodeNames"] or not bind:

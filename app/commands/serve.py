@@ -34,6 +34,16 @@ def register(subparsers) -> None:
     add("--url-prefix", help="path prefix of the extender verbs (TAS_URL_PREFIX, default /scheduler)")
     add("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (TAS_TLS_CERT)")
     add("--tls-key", metavar="FILE", help="private key of --tls-cert (TAS_TLS_KEY)")
+    add("--client-ca", metavar="FILE",
+        help="serve the extender verbs on --verbs-port, over TLS that requires a client certificate signed by this "
+             "CA (kube-scheduler's extender tlsConfig certFile/keyFile); required in a cluster (TAS_CLIENT_CA)")
+    add("--verbs-port", type=int, help="port of the verbs with --client-ca (TAS_VERBS_PORT, default 8889)")
+    add("--insecure-verbs", type=_bool, nargs="?", const=True, metavar="BOOL",
+        help="in a cluster without --client-ca, serve the verbs on --port to any caller (warned at every start; "
+             "TAS_INSECURE_VERBS)")
+    add("--debug-port", type=int,
+        help="in a cluster, /debug and /ui listen on 127.0.0.1 on this port only, for kubectl port-forward "
+             "(TAS_DEBUG_PORT, default 8890)")
     add("--cluster", metavar="FILE", help="standalone: a kubectl get -o yaml dump instead of the demo (TAS_CLUSTER)")
     add("--demo-size", type=int, metavar="NODES",
         help="standalone: a generated demo fleet of this many nodes (a multiple of 1024, e.g. 16384) with running "
@@ -49,7 +59,8 @@ def register(subparsers) -> None:
         help="only the holder of the Lease reports ready (TAS_LEADER_ELECT, default false)")
     add("--lease-name", help="Lease name for leader election (TAS_LEASE_NAME, default tas-extender)")
     add("--lease-namespace", help="Lease namespace (TAS_LEASE_NAMESPACE, default $POD_NAMESPACE or tas-system)")
-    add("--scheduler-name", help="the scheduler profile that uses the extender (TAS_SCHEDULER_NAME, default tas-scheduler)")
+    add("--scheduler-name", help="the scheduler profile(s) whose pods the extender binds, comma-separated; the webhook "
+                                 "sets the first (TAS_SCHEDULER_NAME, default tas-scheduler)")
     add("--set-scheduler-name", type=_bool, nargs="?", const=True, metavar="BOOL",
         help="webhook: set spec.schedulerName on pods with topology annotations (TAS_SET_SCHEDULER_NAME)")
     add("--preemption", choices=PREEMPTION_MODES, help="gang preemption (TAS_PREEMPTION, default on)")
@@ -107,12 +118,12 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    problem = listen_problem(settings.host, settings.port)
-    if problem:
-        print(f"error: --host {settings.host} --port {settings.port}: {problem}", file=sys.stderr)
-        return 3                        # uvicorn's own code when it cannot bind (a race after this check)
-    import uvicorn
-
+    from .. import listeners
+    for host, port, flags in listeners.addresses(settings):
+        problem = listen_problem(host, port)
+        if problem:
+            print(f"error: {flags}: {problem}", file=sys.stderr)
+            return 3                    # uvicorn's own code when it cannot bind (a race after this check)
     from ..cluster_file import ClusterFileError
     from ..logs import configure
     from ..server import create_app
@@ -123,8 +134,7 @@ def run(args: argparse.Namespace) -> int:
     except ClusterFileError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, log_level=settings.log_level,
-                ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key, access_log=False)
+    listeners.run(app, settings)
     return 0
 
 
@@ -172,7 +182,8 @@ def preflight(settings: Settings) -> str | None:
             if settings.kubeconfig:
                 return f"--kubeconfig {settings.kubeconfig}: {reason}"
             return f"--in-cluster: {reason} (not running in a pod? give --kubeconfig FILE instead)"
-    return None
+    from ..listeners import preflight as listeners_preflight
+    return listeners_preflight(settings)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from ..logs import fields, get_logger
 from ..placement import TOPOLOGY_ANNOTATION, placement_annotation
 from ..ports import BindConflict
 from ..state import GANG_ANNOTATION, SLOT_ANNOTATION, ServiceState
-from . import planning
+from . import planning, trusted
 
 log = get_logger(__name__)
 
@@ -40,6 +40,11 @@ class Binder:
         key = f"{namespace}/{name}"
         with self._pod_lock(key):
             with state.lock:
+                refusal = trusted.bind_refusal(state, namespace, name, uid)
+                if refusal:
+                    state.metrics.binds.labels("refused").inc()
+                    log.warning("bind refused", extra=fields(pod=key, node=node, reason=refusal))
+                    return refusal, None
                 pod = state.find_pod(namespace, name)
                 current = ((pod or {}).get("spec") or {}).get("nodeName")
                 if current:

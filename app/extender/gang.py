@@ -29,7 +29,7 @@ from topology.resources import BASE_RESOURCES, pod_requests
 from ..logs import fields, get_logger
 from ..state.plans import BOUND, DONE, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
 from ..state import ServiceState
-from . import admitted, minimum, native_groups, planning, yielding
+from . import admitted, minimum, native_groups, planning, trusted, yielding
 from .admitted import admitted_tree
 from .binding import Binder
 from .member_wait import MemberWait
@@ -80,6 +80,25 @@ class GangScheduler:
     # ------------------------------------------------------------------------------------------------
     # filter
     def filter(self, pod: Mapping, candidates: Sequence[str]) -> FilterOutcome:
+        """`pod` is a request body: the decision is made from the service's copy of that pod."""
+        watched, unknown = trusted.watched_pod(self.state, pod)
+        if unknown:
+            return self._refuse_unknown(pod, unknown, candidates)
+        return self._filter(watched, candidates)
+
+    def _refuse_unknown(self, body: Mapping, reason: str, candidates: Sequence[str]) -> FilterOutcome:
+        """A pod the watch has not brought yet: refused for every node (no eviction helps) and woken again
+        shortly, by which time the watch knows it."""
+        now = self.state.clock()
+        namespace, name = pod_key(body).split("/", 1)
+        self.wakeups.refused(pod_key(body), namespace, name, now, now + trusted.UNKNOWN_POD_RETRY)
+        refusal = self._refuse_all(candidates, reason)
+        refusal.unresolvable = True
+        if len(candidates) > 1:
+            refusal.failed = _said_once(refusal.failed, None, len(candidates))
+        return refusal
+
+    def _filter(self, pod: Mapping, candidates: Sequence[str]) -> FilterOutcome:
         gang, outcome = self._decide(pod, candidates)
         picks = self.preemptor.max_picks if self.preemptor is not None else 0
         for _ in range(picks):                       # evictions chosen under the lock are sent outside it
@@ -104,7 +123,6 @@ class GangScheduler:
         """(the pod's gang or None, the filter outcome)."""
         state = self.state
         with state.lock:
-            state.observe_pod(pod)
             state.expire_due()
             state.cluster                # a stale model is rebuilt before the pod is planned
             try:
@@ -466,8 +484,12 @@ class GangScheduler:
     # ------------------------------------------------------------------------------------------------
     # prioritize, bind, preempt (see scores.py, binding.py, preemption.py)
     def prioritize(self, pod: Mapping, candidates: Sequence[str]) -> list[int] | int:
-        """A score 0..10 per candidate, or one int when every candidate gets the same."""
+        """A score 0..10 per candidate, or one int when every candidate gets the same (and for pods the
+        watch has not brought yet); from the service's copy of the pod, not the body."""
         state = self.state
+        pod, unknown = trusted.watched_pod(state, pod)
+        if unknown:
+            return NEUTRAL_SCORE
         with state.lock:
             try:
                 ident = planning.identify(state, pod)
@@ -516,9 +538,14 @@ class GangScheduler:
         """The subset of kube-scheduler's candidate victims (node -> pod UIDs) that helps this pod.
 
         On a full cluster kube-scheduler's own filters pass no node, so it never calls our filter and the
-        preempt verb is the first we hear of the pod: plan the gang (and choose victims) here first."""
+        preempt verb is the first we hear of the pod: plan the gang (and choose victims) here first.
+        From the service's copy of the pod, not the body: a pod the watch has not brought yet gets none."""
+        pod, unknown = trusted.watched_pod(self.state, pod)
+        if unknown:
+            log.info("preempt refused", extra=fields(reason=unknown))
+            return {}
         if self._unplanned_gang_pod(pod):
-            self.filter(pod, list(self.state.cluster.node_names))
+            self._filter(pod, list(self.state.cluster.node_names))
         return keep_helpful_victims(self.state, pod, victims, self.preemptor)
 
     def _unplanned_gang_pod(self, pod: Mapping) -> bool:

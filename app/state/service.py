@@ -47,7 +47,6 @@ SLOT_ANNOTATION = "tas-extender.io/slot"        # written at bind: "<role>-<inde
 
 TOPOLOGY_KINDS = {("kai.scheduler", "Topology"), ("kueue.x-k8s.io", "Topology"),
                   ("topology.volcano.sh", "HyperNode")}
-_SEEN_PODS_LIMIT = 20_000
 # A stale model is rebuilt when next read, or by a timer this long after it went stale, so that gangs on
 # deleted nodes are re-planned (and their pods woken) even when no request reads the model meanwhile.
 STALE_REBUILD_DELAY = 0.2
@@ -96,7 +95,6 @@ class ServiceState:
         self.bound: dict[str, dict[Slot, tuple[str, str]]] = {}   # gang -> slot -> (pod key, node)
         self._bound_pod: dict[str, tuple[str, Slot]] = {}         # pod key -> (gang, slot)
         self._bound_locally: dict[str, str] = {}                  # pod key -> node, until the watch says so
-        self.seen_pods: OrderedDict[str, Mapping] = OrderedDict()  # pods met in requests, not in the cache
         self.identities: OrderedDict[tuple, object] = OrderedDict()  # grouper answers by pod/workload version
         self.podgroup_pods: dict[tuple[str, str], dict[str, Mapping]] = {}  # (namespace, group) -> pods
         self.workload_pods = WorkloadPods()      # live pods per workload (a gang waits for all of them)
@@ -145,7 +143,7 @@ class ServiceState:
                 self.podgroup_pods.clear()
                 for pod in objects:
                     self._index_podgroup("ADDED", pod)
-                self.workload_pods.replace([*objects, *self.seen_pods.values()])
+                self.workload_pods.replace(objects)
             if kind.kind in ("Node", "Pod") or (kind.group, kind.kind) in TOPOLOGY_KINDS:
                 self._dirty = True
                 if self.synced_once:
@@ -162,7 +160,6 @@ class ServiceState:
             before = None
             if kind.kind == "Pod":
                 obj = self._keep_local_binding(event, obj)
-                self.seen_pods.pop(pod_key(obj), None)      # the watch knows it now (or knows it is gone)
             elif kind.kind != "Node":
                 metadata = obj.get("metadata") or {}
                 before = self.objects.get(kind.kind, metadata.get("namespace") or "default", metadata.get("name"),
@@ -507,27 +504,12 @@ class ServiceState:
             bound_pod = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node},
                          "status": {**(pod.get("status") or {}), "phase": (pod.get("status") or {}).get("phase") or "Pending"}}
             self._bound_locally[pod_key(pod)] = node
-            self.seen_pods.pop(pod_key(pod), None)
             self.objects.apply(POD_KIND, "MODIFIED", bound_pod)
             self._on_pod("MODIFIED", bound_pod)
 
-    def observe_pod(self, pod: Mapping) -> None:
-        """Remember a pod met in a request when the source has not shown it (standalone mode, races)."""
-        key = pod_key(pod)
-        namespace, name = key.split("/", 1)
-        if self.objects.get("Pod", namespace, name) is not None:
-            return
-        if key not in self.seen_pods:
-            self.pods_added += 1
-        self.seen_pods[key] = pod
-        self.seen_pods.move_to_end(key)
-        self._index_podgroup("ADDED", pod)
-        self.workload_pods.apply("ADDED", pod)
-        while len(self.seen_pods) > _SEEN_PODS_LIMIT:
-            self.seen_pods.popitem(last=False)
-
     def find_pod(self, namespace: str, name: str) -> Mapping | None:
-        return self.objects.get("Pod", namespace, name) or self.seen_pods.get(f"{namespace}/{name}")
+        """The watched copy of a pod (the verbs never store a pod from a request body: see extender/trusted.py)."""
+        return self.objects.get("Pod", namespace, name)
 
     # --- reservations -----------------------------------------------------------------------------------
     def role_request(self, plan: GangPlan, role: str) -> np.ndarray:

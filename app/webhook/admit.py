@@ -115,7 +115,7 @@ def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context, dry_run: b
         warnings.append(f"topology {identity.topology!r} is not known to the extender; "
                         f"the KAI_TOPOLOGY_* env vars are not injected")
     settings = context.settings
-    scheduler = settings.scheduler_name if settings.set_scheduler_name and identity.topology else None
+    scheduler = settings.scheduler_name.split(",")[0] if settings.set_scheduler_name and identity.topology else None
     injection = injection_for(identity, tree, scheduler, membership=not is_podgroup(owner_obj))
     mutation = pod_mutation(pod, injection)
     unmodelled = _unseen_devices(pod) + _unmodelled_spreads(pod)

@@ -39,13 +39,17 @@ def manifest(name: str) -> list[dict]:
     return [doc for doc in yaml.safe_load_all((MANIFESTS / name).read_text()) if doc]
 
 
-def scheduler_config(extender_url: str, ca_pem: bytes) -> dict:
-    """The shipped KubeSchedulerConfiguration, pointed at this test's extender."""
+def scheduler_config(extender_url: str, ca_pem: bytes, client: tuple[Path, Path]) -> dict:
+    """The shipped KubeSchedulerConfiguration, pointed at this test's extender: its CA, and the client
+    certificate the extender's verbs port requires (files, as the shipped Secret mount gives them)."""
     (config_map,) = manifest("scheduler-config.yaml")
     config = yaml.safe_load(config_map["data"]["config.yaml"])
     for extender in config["extenders"]:
+        shipped = extender["tlsConfig"]
+        assert set(shipped) == {"caFile", "certFile", "keyFile"}, shipped
         extender["urlPrefix"] = f"{extender_url}/scheduler"
-        extender["tlsConfig"] = {"caData": base64.b64encode(ca_pem).decode()}
+        extender["tlsConfig"] = {"caData": base64.b64encode(ca_pem).decode(), "certFile": str(client[0]),
+                                 "keyFile": str(client[1])}
     return config
 
 
@@ -139,11 +143,15 @@ class E2ECluster:
         self.extender = Extender(plane.folder, kubeconfig, serving, plane.certs.ca_crt, self.replicas,
                                  self.extender_args)
         self.proxy = ReadyProxy(self.extender)
-        port = self.extender.replicas[0].port if self.direct else self.proxy.port
-        self.url = f"https://127.0.0.1:{port}"
+        self.verbs_proxy = ReadyProxy(self.extender, port_of=lambda replica: replica.verbs_port)
+        first = self.extender.replicas[0]
+        self.url = f"https://127.0.0.1:{first.port if self.direct else self.proxy.port}"
+        self.verbs_url = f"https://127.0.0.1:{first.verbs_port if self.direct else self.verbs_proxy.port}"
+        # kube-scheduler's client certificate for the verbs (manifests/: the Secret tas-scheduler-client-tls)
+        self.scheduler_client = plane.certs.issue("tas-scheduler-extender-client", "/CN=tas-scheduler")
         self.extender.start_all()
         self.apply([webhook_config(self.url, ca_pem)])
-        plane.start_scheduler("tas-scheduler", scheduler_config(self.url, ca_pem))
+        plane.start_scheduler("tas-scheduler", scheduler_config(self.verbs_url, ca_pem, self.scheduler_client))
         plane.start_scheduler("default-scheduler", {
             "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
             "profiles": [{"schedulerName": "default-scheduler"}]})
@@ -168,6 +176,7 @@ class E2ECluster:
         if hasattr(self, "extender"):
             self.extender.stop()
             self.proxy.close()
+            self.verbs_proxy.close()
 
     # --- objects -------------------------------------------------------------------------------------------
 
@@ -287,9 +296,11 @@ class E2ECluster:
         self._wait_no_plans(namespace)
 
     def debug(self, path: str, timeout: float = 5) -> dict:
-        """A JSON answer of the extender's debug API (`path` below /debug/)."""
-        context = ssl.create_default_context(cafile=str(self.plane.certs.ca_crt))
-        with urllib.request.urlopen(f"{self.url}/debug/{path}", context=context, timeout=timeout) as answer:
+        """A JSON answer of the leader's debug API (`path` below /debug/), on its loopback debug port."""
+        leader = self.extender.leader() if not self.direct else self.extender.replicas[0]
+        if leader is None:
+            raise OSError("no tas-extender replica is ready")
+        with urllib.request.urlopen(f"http://127.0.0.1:{leader.debug_port}/debug/{path}", timeout=timeout) as answer:
             return json.load(answer)
 
     def metrics(self, timeout: float = 5) -> str:

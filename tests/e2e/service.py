@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from controlplane import Process, free_port, start, wait_until
@@ -24,7 +24,11 @@ REPO = Path(__file__).resolve().parents[2]
 @dataclass
 class Replica:
     name: str
-    port: int
+    port: int                    # the webhook, probes and /metrics (TLS)
+    # the extender verbs (TLS requiring kube-scheduler's client certificate)
+    verbs_port: int = field(default_factory=free_port)
+    # /debug and /ui, on loopback (what `kubectl port-forward` reaches in a cluster)
+    debug_port: int = field(default_factory=free_port)
     process: Process | None = None
 
     def ready(self, ca: Path) -> bool:
@@ -38,7 +42,8 @@ class Replica:
 
 
 class Extender:
-    """Replicas of `tas-extender serve --kubeconfig ... --leader-elect` with one serving certificate."""
+    """Replicas of `tas-extender serve --kubeconfig ... --leader-elect` with one serving certificate; the verbs
+    accept only callers with a client certificate signed by `ca` (the control plane's CA here)."""
 
     def __init__(self, folder: Path, kubeconfig: Path, cert: tuple[Path, Path], ca: Path, replicas: int = 1,
                  extra_args: tuple[str, ...] = ()):
@@ -50,6 +55,7 @@ class Extender:
         argv = [sys.executable, "-m", "app.cli", "serve", "--kubeconfig", self.kubeconfig,
                 "--host", "127.0.0.1", "--port", replica.port,
                 "--tls-cert", self.cert[0], "--tls-key", self.cert[1],
+                "--client-ca", self.ca, "--verbs-port", replica.verbs_port, "--debug-port", replica.debug_port,
                 "--leader-elect", "--lease-namespace", "tas-system", "--lease-name", "tas-extender",
                 "--scheduler-name", "tas-scheduler", "--log-level", "info", *self.extra_args]
         env = {"PATH": "/usr/bin:/bin", "POD_NAME": replica.name, "PYTHONPATH": str(REPO),
@@ -86,10 +92,12 @@ class Extender:
 
 
 class ReadyProxy:
-    """A TCP listener that forwards each connection to the extender's current leader."""
+    """A TCP listener that forwards each connection to the extender's current leader (its main port, or the
+    port `port_of` names: the verbs port)."""
 
-    def __init__(self, extender: Extender):
+    def __init__(self, extender: Extender, port_of=lambda replica: replica.port):
         self.extender = extender
+        self.port_of = port_of
         self.port = free_port()
         self._listener = socket.create_server(("127.0.0.1", self.port))
         self._chosen: tuple[float, Replica | None] = (0.0, None)
@@ -117,7 +125,7 @@ class ReadyProxy:
             client.close()
             return
         try:
-            backend = socket.create_connection(("127.0.0.1", replica.port), timeout=5)
+            backend = socket.create_connection(("127.0.0.1", self.port_of(replica)), timeout=5)
         except OSError:
             self._chosen = (0.0, None)
             client.close()

@@ -1,0 +1,135 @@
+"""Who may call what: the listeners of `tas-extender serve` and the routes each one serves (issue 33).
+
+- main  (--host:--port; HTTPS with --tls-cert): the webhook (the API server calls it), /healthz, /readyz and
+  /metrics (aggregate counters only: no pod, gang or namespace names). In standalone mode also everything
+  else, in plain HTTP unless --tls-cert: the demo works with curl.
+- verbs (--host:--verbs-port, when --client-ca is given): the extender verbs <--url-prefix>/*, over TLS that
+  requires a client certificate signed by --client-ca (kube-scheduler's extender tlsConfig certFile/keyFile).
+  A caller without one fails in the TLS handshake, before any request is read. A port of their own keeps
+  the rule simple: every connection to it is authenticated, none to the main port needs a certificate (the
+  API server calls the webhook without one, the kubelet probes without one).
+- debug (127.0.0.1:--debug-port, in cluster mode): /debug/* and /ui, for whoever may
+  `kubectl port-forward` to the pod (RBAC `pods/portforward` in its namespace). They show pods of every
+  namespace: in a cluster they are never on a port the network reaches.
+
+In cluster mode the service refuses to start without --client-ca unless --insecure-verbs says otherwise;
+then the verbs stay on the main port, open to whoever reaches it, and every start logs a warning.
+"""
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Iterable
+
+from fastapi import APIRouter, FastAPI
+
+from .logs import get_logger
+from .settings import Settings
+
+log = get_logger(__name__)
+
+INSECURE_VERBS_WARNING = ("--insecure-verbs: the extender verbs (bind, preempt) answer any caller that reaches "
+                          "port {port} without a client certificate; anyone who can reach it can bind pods of "
+                          "this scheduler's profiles. Give --client-ca FILE to require kube-scheduler's certificate")
+
+
+def verbs_apart(settings: Settings) -> bool:
+    """The verbs are served on their own port, to callers with a client certificate only."""
+    return bool(settings.client_ca)
+
+
+def debug_apart(settings: Settings) -> bool:
+    """/debug and /ui are served on loopback only (cluster mode)."""
+    return settings.mode == "kubernetes"
+
+
+def sub_app(service, title: str, routers: Iterable[APIRouter]) -> FastAPI:
+    """An app over the same ServiceState as the main one, without its lifespan (the main app runs the
+    background parts once for all listeners)."""
+    app = FastAPI(title=title, version="0.1.0", openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.service = service
+    for router in routers:
+        app.include_router(router)
+    return app
+
+
+def addresses(settings: Settings) -> list[tuple[str, int, str]]:
+    """(host, port, the flags that set them) of every listener this configuration opens."""
+    out = [(settings.host, settings.port, f"--host {settings.host} --port {settings.port}")]
+    if verbs_apart(settings):
+        out.append((settings.host, settings.verbs_port, f"--host {settings.host} --verbs-port {settings.verbs_port}"))
+    if debug_apart(settings):
+        out.append(("127.0.0.1", settings.debug_port, f"--debug-port {settings.debug_port} (on 127.0.0.1)"))
+    return out
+
+
+def preflight(settings: Settings) -> str | None:
+    """What of the listeners would stop the service at start, as one line naming the flag."""
+    if settings.client_ca:
+        if not settings.tls_cert:
+            return (f"--client-ca {settings.client_ca}: the verbs port needs a serving certificate too "
+                    f"(--tls-cert and --tls-key)")
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_verify_locations(settings.client_ca)
+        except (OSError, ssl.SSLError) as err:
+            return f"--client-ca {settings.client_ca}: {getattr(err, 'strerror', None) or err}"
+        if settings.verbs_port == settings.port:
+            return f"--verbs-port {settings.verbs_port} is --port too: the verbs need a port of their own"
+    elif settings.mode == "kubernetes" and not settings.insecure_verbs:
+        return ("in a cluster the extender verbs bind and evict pods: give --client-ca FILE (TAS_CLIENT_CA), the "
+                "CA that signs kube-scheduler's client certificate, so that only kube-scheduler may call them; "
+                "or --insecure-verbs to serve them to any caller that reaches the port")
+    if debug_apart(settings) and settings.debug_port in (settings.port, settings.verbs_port if settings.client_ca
+                                                         else None):
+        return f"--debug-port {settings.debug_port} is already taken by --port or --verbs-port"
+    return None
+
+
+def warnings(settings: Settings) -> list[str]:
+    """What every start of this configuration logs as a warning."""
+    if settings.mode == "kubernetes" and not settings.client_ca and settings.insecure_verbs:
+        return [INSECURE_VERBS_WARNING.format(port=settings.port)]
+    return []
+
+
+def servers(app: FastAPI, settings: Settings) -> list:
+    """The uvicorn servers of `app` (main first) and of the apps it keeps apart (app.state.listeners)."""
+    import uvicorn
+
+    common = {"log_config": None, "log_level": settings.log_level, "access_log": False}
+    tls = {"ssl_certfile": settings.tls_cert, "ssl_keyfile": settings.tls_key}
+    out = [uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, **tls, **common))]
+    verbs, debug = app.state.listeners.get("verbs"), app.state.listeners.get("debug")
+    if verbs is not None:
+        out.append(uvicorn.Server(uvicorn.Config(
+            verbs, host=settings.host, port=settings.verbs_port, lifespan="off", **tls,
+            ssl_ca_certs=settings.client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED, **common)))
+    if debug is not None:
+        out.append(uvicorn.Server(uvicorn.Config(debug, host="127.0.0.1", port=settings.debug_port,
+                                                 lifespan="off", **common)))
+    return out
+
+
+def run(app: FastAPI, settings: Settings) -> None:
+    """Serve every listener in one event loop until SIGTERM / SIGINT (the main server catches them)."""
+    for warning in warnings(settings):
+        log.warning(warning)
+    asyncio.run(_serve_all(servers(app, settings)))
+
+
+async def _serve_all(all_servers: list) -> None:
+    main, *others = all_servers
+
+    async def others_follow_main():
+        while not main.should_exit:
+            await asyncio.sleep(0.1)
+        for server in others:
+            server.should_exit = True
+
+    async def main_follows(server):
+        try:
+            await server._serve()       # noqa: SLF001 - serve() would take over the signal handlers
+        finally:
+            main.should_exit = True      # a listener that stops (a port taken) stops the service
+
+    await asyncio.gather(main.serve(), others_follow_main(), *(main_follows(s) for s in others))

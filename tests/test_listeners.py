@@ -1,0 +1,155 @@
+"""Only kube-scheduler may call the verbs (issue 33, items 1 and 3): with --client-ca they listen on their own
+port, whose TLS requires a client certificate signed by that CA; in a cluster the service refuses to start
+without one unless --insecure-verbs (then it warns at every start); /debug and /ui are on loopback only."""
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from app.listeners import INSECURE_VERBS_WARNING, preflight, warnings
+from app.server import create_app
+from app.settings import Settings
+from service_helpers import plain_pod
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
+from controlplane import Certificates, write_kubeconfig  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_cluster_service_without_a_client_ca_refuses_to_start():
+    problem = preflight(Settings(kubeconfig="kubeconfig"))
+    assert problem.startswith("in a cluster the extender verbs bind and evict pods: give --client-ca FILE")
+    assert "--insecure-verbs" in problem
+    assert preflight(Settings()) is None and warnings(Settings()) == []          # standalone: the demo
+
+
+def test_insecure_verbs_starts_and_warns_at_every_start():
+    settings = Settings(kubeconfig="kubeconfig", insecure_verbs=True)
+    assert preflight(settings) is None
+    assert warnings(settings) == [INSECURE_VERBS_WARNING.format(port=8888)]
+
+
+def test_the_serve_command_names_the_missing_client_ca(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TAS_", "KUBERNETES_"))}
+    certs = Certificates(tmp_path)
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1", certs.ca_crt, token="t")
+    done = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--kubeconfig", str(kubeconfig)],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: in a cluster the extender verbs bind and evict pods: give --client-ca")
+
+
+def test_a_client_ca_needs_a_serving_certificate_and_a_readable_file(tmp_path):
+    assert "needs a serving certificate too" in preflight(Settings(client_ca="ca.crt"))
+    certs = Certificates(tmp_path)
+    serving = certs.issue("serving", "/CN=tas-extender", server=True)
+    missing = preflight(Settings(client_ca=str(tmp_path / "nope.crt"), tls_cert=str(serving[0]),
+                                 tls_key=str(serving[1])))
+    assert missing.startswith(f"--client-ca {tmp_path / 'nope.crt'}: ")
+    same = preflight(Settings(client_ca=str(certs.ca_crt), tls_cert=str(serving[0]), tls_key=str(serving[1]),
+                              verbs_port=8888))
+    assert same == "--verbs-port 8888 is --port too: the verbs need a port of their own"
+
+
+def test_with_a_client_ca_the_main_port_has_no_verbs(tmp_path):
+    certs = Certificates(tmp_path)
+    serving = certs.issue("serving", "/CN=tas-extender", server=True)
+    app = create_app(Settings(client_ca=str(certs.ca_crt), tls_cert=str(serving[0]), tls_key=str(serving[1])))
+    main, verbs = TestClient(app), TestClient(app.state.listeners["verbs"])
+    body = {"Pod": plain_pod("web"), "NodeNames": ["node-01"]}
+    assert main.post("/scheduler/filter", json=body).status_code == 404
+    assert verbs.post("/scheduler/filter", json=body).status_code == 200
+    assert verbs.get("/debug/plans").status_code == 404 and main.get("/debug/plans").status_code == 200
+    assert main.get("/readyz").status_code == 200 and main.get("/metrics").status_code == 200
+
+
+def test_in_a_cluster_debug_and_ui_are_kept_off_the_main_port():
+    from app.server import KubeParts
+
+    class Source:
+        def start(self):
+            pass
+
+        def stop(self):
+            pass
+
+    app = create_app(Settings(kubeconfig="kubeconfig", insecure_verbs=True),
+                     kube=lambda settings, state: KubeParts(Source(), writer=None, restore=False))
+    main, debug = TestClient(app), TestClient(app.state.listeners["debug"])
+    for path in ("/debug/plans", "/debug/search?q=x", "/ui"):
+        assert main.get(path).status_code == 404, path
+    assert debug.get("/debug/plans").status_code == 200 and debug.get("/ui").status_code == 200
+    assert main.get("/metrics").status_code == 200 and main.get("/healthz").status_code == 200
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """`tas-extender serve` on the demo with --client-ca: (main URL, verbs URL, the CA, a client certificate
+    of that CA, a client certificate of another CA)."""
+    folder = tmp_path_factory.mktemp("listeners")
+    certs, stranger = Certificates(folder / "ca"), Certificates(folder / "other-ca")
+    serving = certs.issue("serving", "/CN=tas-extender", server=True)
+    client = certs.issue("scheduler", "/CN=tas-scheduler")
+    forged = stranger.issue("scheduler", "/CN=tas-scheduler")
+    port, verbs_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TAS_", "KUBERNETES_"))}
+    process = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                                "--tls-cert", str(serving[0]), "--tls-key", str(serving[1]),
+                                "--client-ca", str(certs.ca_crt), "--verbs-port", str(verbs_port),
+                                "--log-level", "warning"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    main = f"https://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{main}/readyz", verify=_context(certs.ca_crt, None)).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline and process.poll() is None, process.stderr.read1().decode()
+            time.sleep(0.1)
+        yield main, f"https://127.0.0.1:{verbs_port}", certs.ca_crt, client, forged
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def _context(ca: Path, cert: tuple[Path, Path] | None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(ca))
+    if cert:
+        context.load_cert_chain(*map(str, cert))
+    return context
+
+
+def test_the_verbs_answer_a_caller_with_a_client_certificate_of_the_ca(served):
+    main, verbs, ca, client, _ = served
+    assert httpx.post(f"{main}/debug/objects", json=plain_pod("web"), verify=_context(ca, None)).status_code == 200
+    with httpx.Client(verify=_context(ca, client)) as http:
+        answer = http.post(f"{verbs}/scheduler/filter", json={"Pod": plain_pod("web"), "NodeNames": ["node-01"]})
+        assert answer.json()["NodeNames"] == ["node-01"]
+        assert http.post(f"{verbs}/scheduler/bind", json={"PodName": "web", "PodNamespace": "default",
+                                                           "PodUID": "uid-web", "Node": "node-01"}).json() == {"Error": ""}
+
+
+@pytest.mark.parametrize("who", ["no certificate", "a certificate of another CA"])
+def test_the_verbs_refuse_a_caller_without_a_certificate_of_the_ca_in_the_handshake(served, who):
+    main, verbs, ca, _, forged = served
+    with httpx.Client(verify=_context(ca, forged if who != "no certificate" else None)) as http:
+        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+            http.post(f"{verbs}/scheduler/bind", json={"PodName": "web", "PodNamespace": "default",
+                                                        "PodUID": "uid-web", "Node": "node-02"})
+    assert httpx.post(f"{main}/scheduler/bind", verify=_context(ca, None), json={}).status_code == 404   # not on the main port
