@@ -1,7 +1,7 @@
 """Native PodGroups (scheduling.k8s.io) through the extender's verbs, in standalone mode on the demo cluster."""
 from __future__ import annotations
 
-from service_helpers import GPU, bind, domain_of, filter_, make_client, node_names, service
+from service_helpers import GPU, bind, domain_of, filter_, make_client, node_names, service, watch
 
 RACK = "network.example.com/rack"
 
@@ -160,7 +160,7 @@ def test_each_offered_domain_gets_a_quick_consistent_answer_and_a_retry_the_same
     client = make_client(native_podgroup(minimum=4))
     pods = [member(f"w-{i}", gpus=4) for i in range(4)]
     for pod in pods:
-        service(client).observe_pod(pod)
+        watch(client, pod)
     racks = _racks(client)
     answers = {}
     for attempt in range(2):                                  # the second: a retry after backoff
@@ -183,7 +183,7 @@ def test_the_planned_domain_offered_without_a_planned_node_is_replanned_inside_i
     client = make_client(native_podgroup(minimum=2))
     pods = [member(f"w-{i}", gpus=2) for i in range(2)]
     for pod in pods:
-        service(client).observe_pod(pod)
+        watch(client, pod)
     racks = _racks(client)
     first = filter_(client, pods[0], node_names(client))["NodeNames"][0]
     rack = domain_of(client, first, "rack")
