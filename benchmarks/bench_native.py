@@ -73,6 +73,7 @@ def run_round(cluster: E2ECluster, namespace: str, kind: str, workload: str, gan
     time.sleep(1)                               # the watches have the PodGroups before their pods
     objects = [pod(f"p-{g}-{i}", f"gang-{g}", i // SEGMENT, kind, workload) for g in range(gangs) for i in range(pods)]
     bindings = BindingWatch(cluster, namespace, len(objects))
+    before = verb_totals(cluster)
     created_at: dict[str, float] = {}
 
     def create(obj: dict) -> None:
@@ -92,9 +93,24 @@ def run_round(cluster: E2ECluster, namespace: str, kind: str, workload: str, gan
     spans = [max(bound_at[f"p-{g}-{i}"] for i in range(pods)) - min(created_at[f"p-{g}-{i}"] for i in range(pods))
              for g in placed]
     where = placement(cluster, namespace)
-    return {"pods_per_second": len(bound_at) / elapsed if elapsed > 0 else 0.0, "placed": len(placed),
+    after = verb_totals(cluster)
+    calls = ", ".join(f"{verb} {after[verb][1] - before.get(verb, (0, 0))[1]:.0f} calls, mean "
+                      f"{1000 * (after[verb][0] - before.get(verb, (0, 0))[0]) / max(1, after[verb][1] - before.get(verb, (0, 0))[1]):.1f} ms"
+                      for verb in sorted(after) if after[verb][1] > before.get(verb, (0, 0))[1])
+    return {"calls": calls, "pods_per_second": len(bound_at) / elapsed if elapsed > 0 else 0.0, "placed": len(placed),
             "span_mean": statistics.mean(spans) if spans else float("nan"), "span_worst": max(spans, default=float("nan")),
             **locality(where, gangs, pods, workload)}
+
+
+def verb_totals(cluster: E2ECluster) -> dict[str, tuple[float, float]]:
+    """(seconds, calls) per extender verb, from the service's tas_extender_request_seconds."""
+    totals: dict[str, list[float]] = {}
+    for line in cluster.metrics().splitlines():
+        for part, index in (("_sum{", 0), ("_count{", 1)):
+            if line.startswith("tas_extender_request_seconds" + part):
+                verb = line.split('verb="', 1)[1].split('"', 1)[0]
+                totals.setdefault(verb, [0.0, 0.0])[index] += float(line.rsplit(" ", 1)[1])
+    return {verb: (total, count) for verb, (total, count) in totals.items()}
 
 
 def placement(cluster: E2ECluster, namespace: str) -> dict[str, dict[str, str]]:
@@ -151,6 +167,7 @@ def main() -> int:
     parser.add_argument("--gangs", type=int, default=0, help="gangs per round (default: half the cluster)")
     parser.add_argument("--pods", type=int, default=16, help="pods per gang (block and segments), 8 GPUs each")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of each kind per workload")
+    parser.add_argument("--verbose", action="store_true", help="each round's extender and scheduler latencies")
     parser.add_argument("--workloads", default="block,rack,segments", help="comma-separated: block, rack, segments")
     args = parser.parse_args()
     workloads = [w for w in args.workloads.split(",") if w]
@@ -169,7 +186,7 @@ def main() -> int:
         cluster = None
         try:
             cluster = E2ECluster(plane, direct=True).install()
-            cluster.add_gpu_nodes(layout(args.nodes), taint=False)
+            cluster.add_gpu_nodes(layout(0, args.nodes), taint=False)
             n = 0
             for workload in workloads:
                 pods = 8 if workload == "rack" else args.pods
@@ -186,6 +203,8 @@ def main() -> int:
                           f"span {result['span_mean']:.2f} s (worst {result['span_worst']:.2f}), placed "
                           f"{result['placed']}, racks/gang {result['racks_per_gang']:.2f}, racks/segment "
                           f"{result['racks_per_segment']:.2f}, violations {result['violations']}", flush=True)
+                    if args.verbose:
+                        print(f"      extender: {result['calls']}", flush=True)
                     clear(cluster, namespace)
             print(f"\n{args.nodes} nodes, gates on (v1.36.2); means over {args.rounds} round(s) per kind:\n")
             print(table({key: results[key] for key in sorted(results, key=lambda k: (workloads.index(k[0]), k[1]))}))

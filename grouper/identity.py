@@ -30,6 +30,7 @@ class PodIdentity:
     topology: str | None
     warnings: list[str] = field(default_factory=list)
     owner: tuple | None = None       # (api group, kind, namespace, name) whose deletion ends the gang, when not the pod's owner
+    native_key: str | None = None    # its native PodGroup's topology key: kube-scheduler offers one domain of it at a time
 
 
 def _labels(pod: Mapping) -> Mapping[str, str]:

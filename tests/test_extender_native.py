@@ -1,7 +1,7 @@
 """Native PodGroups (scheduling.k8s.io) through the extender's verbs, in standalone mode on the demo cluster."""
 from __future__ import annotations
 
-from service_helpers import GPU, bind, domain_of, filter_, make_client, service
+from service_helpers import GPU, bind, domain_of, filter_, make_client, node_names, service, watch
 
 RACK = "network.example.com/rack"
 
@@ -141,3 +141,60 @@ def test_no_gate_where_not_served_or_for_a_pod_already_in_a_podgroup():
         pods[0]["spec"]["schedulingGroup"] = {"podGroupName": "train-pgt-0"}
         return pods[0]
     assert _gate_admit(gate, in_the_jobs_podgroup) == [] and gate.asked == []
+
+
+# --- inside kube-scheduler's native cycle: one domain of the key at a time ------------------------------
+
+def _racks(client) -> dict[str, list[str]]:
+    racks: dict[str, list[str]] = {}
+    for node in node_names(client):
+        racks.setdefault(domain_of(client, node, "rack"), []).append(node)
+    return racks
+
+
+def test_each_offered_domain_gets_a_quick_consistent_answer_and_a_retry_the_same_plan():
+    """kube-scheduler (TopologyAwareWorkloadScheduling) calls filter for every member once per rack, with that
+    rack's nodes only, members in any order: one rack passes every member (the plan's), the others are
+    refused at once saying where the gang is planned; no answer moves the plan, and the retry after a
+    thrown-away attempt gets the same nodes."""
+    client = make_client(native_podgroup(minimum=4))
+    pods = [member(f"w-{i}", gpus=4) for i in range(4)]
+    for pod in pods:
+        watch(client, pod)
+    racks = _racks(client)
+    answers = {}
+    for attempt in range(2):                                  # the second: a retry after backoff
+        for rack, nodes in racks.items():
+            for pod in reversed(pods):
+                answer = filter_(client, pod, nodes)
+                answers.setdefault(attempt, {}).setdefault(rack, []).append(answer)
+    for attempt, by_rack in answers.items():
+        passing = [rack for rack, found in by_rack.items() if all(a["NodeNames"] for a in found)]
+        assert len(passing) == 1, f"attempt {attempt}: racks where every member passes: {passing}"
+        for rack, found in by_rack.items():
+            if rack != passing[0]:
+                assert all(not a["NodeNames"] and "is planned in" in reason(a) for a in found)
+                assert all("waiting up to" not in reason(a) for a in found)
+    steered = [tuple(a["NodeNames"]) for a in answers[0][passing[0]]]
+    assert steered == [tuple(a["NodeNames"]) for a in answers[1][passing[0]]], "the retry gets the same plan"
+
+
+def test_the_planned_domain_offered_without_a_planned_node_is_replanned_inside_it_at_once():
+    client = make_client(native_podgroup(minimum=2))
+    pods = [member(f"w-{i}", gpus=2) for i in range(2)]
+    for pod in pods:
+        watch(client, pod)
+    racks = _racks(client)
+    first = filter_(client, pods[0], node_names(client))["NodeNames"][0]
+    rack = domain_of(client, first, "rack")
+    offered = [n for n in racks[rack] if n != first]          # kube-scheduler's own filters dropped that node
+    answers = [filter_(client, pod, offered) for pod in pods]
+    assert all(len(a["NodeNames"]) == 1 and a["NodeNames"][0] in offered for a in answers), [reason(a) for a in answers if not a["NodeNames"]]
+
+
+def test_a_workload_annotated_native_gate_off_is_not_gated():
+    from service_helpers import indexed_job
+    job = indexed_job("llama", pods=8, gpus=4)
+    job["metadata"]["annotations"]["tas-extender.io/native-gate"] = "off"
+    gate = FakeGate()
+    assert _gate_admit(gate, job=job) == [] and gate.asked == []

@@ -29,7 +29,7 @@ from topology.resources import BASE_RESOURCES, pod_requests
 from ..logs import fields, get_logger
 from ..state.plans import BOUND, DONE, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
 from ..state import ServiceState
-from . import admitted, minimum, planning, trusted, yielding
+from . import admitted, minimum, native_groups, planning, trusted, yielding
 from .admitted import admitted_tree
 from .binding import Binder
 from .member_wait import MemberWait
@@ -70,6 +70,7 @@ class GangScheduler:
         self.seen_roles = admitted.SeenRoles()
         self.wakeups = Wakeups()
         self.stale = StaleGangs(state)
+        self.offered_only = _Recent()                # native gangs whose best domain kube-scheduler refused
         self.member_wait = MemberWait(
             state.settings.member_wait, lambda: state.pods_added,
             lambda whole: state.metrics.member_waits.labels("whole" if whole else "short").inc(),
@@ -160,7 +161,13 @@ class GangScheduler:
                     return ident.gang, self._steer(slot_state)
                 return ident.gang, self._refuse_all(candidates, f"gang {plan.key}: {slot} already runs on "
                                                                 f"{slot_state.node}")
-            if slot_state.status == PLANNED and slot_state.node not in candidates:
+            if ident.native_key and slot_state.status == PLANNED and slot_state.node not in candidates:
+                elsewhere = native_groups.other_domain(state, plan, ident.native_key, slot_state.node, candidates)
+                if elsewhere:               # kube-scheduler tries domains one by one: not this one
+                    refusal = self._refuse_all(candidates, elsewhere)
+                    refusal.final = refusal.unresolvable = True
+                    return ident.gang, refusal
+            if slot_state.status == PLANNED and slot_state.node not in candidates and not ident.native_key:
                 lagging = self._scheduler_lags(plan, slot_state, candidates)
                 if lagging:
                     refusal = self._refuse_all(candidates, lagging)
@@ -174,7 +181,13 @@ class GangScheduler:
                              whole_group=slot_state.status != UNPLACED)
                 slot_state = plan.slots[slot]
                 if slot_state.status == UNPLACED or slot_state.node not in candidates:
-                    return ident.gang, self._refuse_all(candidates, self._gang_message(plan, plan.reason or why))
+                    message = self._gang_message(plan, plan.reason or why)
+                    if ident.native_key and not state.bound.get(plan.key):
+                        # its domain, as kube-scheduler offers it, cannot hold it: plan afresh in the next
+                        # domain offered (not our model's choice again, which this one just failed)
+                        state.drop_plan(plan.key, f"kube-scheduler's {ident.native_key} domain lacks its nodes")
+                        self.offered_only.add(plan.key)
+                    return ident.gang, self._refuse_all(candidates, message)
             plan.lagging.pop(slot, None)
             return ident.gang, self._steer(slot_state)
 
@@ -267,7 +280,11 @@ class GangScheduler:
             state.drop_plan(plan.key, "the workload changed")
             plan = None
         if plan is None:
-            plan = self.plan_gang(tree, candidates={ident.slot.role: list(candidates)}, pod=pod_key(pod))
+            # a native topology key: kube-scheduler offers one domain at a time; plan where our model places the
+            # gang best, on every node, and answer each domain from that plan (native_groups.other_domain)
+            anywhere = ident.native_key and ident.gang not in self.offered_only
+            plan = self.plan_gang(tree, candidates=None if anywhere else {ident.slot.role: list(candidates)},
+                                  pod=pod_key(pod))
         if plan.owner is None:
             plan.owner = ident.owner or planning.owner_key(pod)
         return plan
@@ -617,3 +634,20 @@ def _main_request(requests: Mapping[str, int]) -> str:
 def _same_slots(a: GroupTree, b: GroupTree) -> bool:
     """Both trees number the same slots (one shared group tree always does: admitted_tree keeps it)."""
     return a.root is b.root or a.slots() == b.slots()
+
+
+class _Recent:
+    """A bounded set (the oldest forgotten first)."""
+
+    def __init__(self, limit: int = 4096):
+        self._items: dict[str, None] = {}
+        self._limit = limit
+
+    def add(self, key: str) -> None:
+        self._items.pop(key, None)
+        self._items[key] = None
+        while len(self._items) > self._limit:
+            self._items.pop(next(iter(self._items)))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items

@@ -71,16 +71,19 @@ class MemberWait:
         if not self._may_hold(gang, started, started):
             return outcome
         name, seen = outcome.awaiting[0], self.pods_added()
+        deciding = 0.0          # the asks again (planning the gang once whole) are work, not waiting
         try:
-            while _waits(outcome, name) and self._within(gang, started):
+            while _waits(outcome, name) and self._within(gang, started + deciding):
                 await asyncio.sleep(self.poll)
                 if self.pods_added() != seen:
                     seen = self.pods_added()
+                    asked = time.perf_counter()
                     outcome = await decide()
+                    deciding += time.perf_counter() - asked
                     if _waits(outcome, name):
                         self._seen(*outcome.awaiting)
         finally:
-            held = self.clock() - started
+            held = max(0.0, self.clock() - started - deciding)
             gang.held += held
             self._allowance -= held
             if self.on_seconds is not None:

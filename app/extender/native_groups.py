@@ -2,7 +2,8 @@
 leads to, fed to the pure grouper.native. One grouping per object versions and member set (cached)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from grouper import GroupingError, PodIdentity, group_workload, identify_pod, owner_of
 from grouper.kinds import workload_shape
@@ -17,8 +18,6 @@ from ..state import ServiceState
 def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
     """The gang of a pod naming a native gang PodGroup; None when it names none, or a `basic` one (its
     workload decides then). Raises GroupingError for a PodGroup that is missing or invalid."""
-    from .planning import _cached, _version          # planning calls us first, for every pod
-
     name = scheduling_group(pod)
     if name is None:
         return None
@@ -31,6 +30,14 @@ def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
                             f"{pod_key(pod)}, does not exist (or is not seen by the extender yet)")
     if is_gate(podgroup) or not policy_of(podgroup).gang:      # our own gate: the workload is the gang
         return None
+    identity = _identify(state, pod, podgroup, namespace, name)
+    key = policy_of(podgroup).key
+    return replace(identity, native_key=key) if key and identity is not None else identity
+
+
+def _identify(state: ServiceState, pod: Mapping, podgroup: Mapping, namespace: str, name: str) -> PodIdentity:
+    from .planning import _cached, _version          # planning calls us first, for every pod
+
     topologies = state.cluster.topologies
     classes = list(state.objects.list("PriorityClass"))
     versions = (state.rebuilds, tuple(_version(c) for c in classes))
@@ -142,3 +149,33 @@ def _controller_of_podgroup(state: ServiceState, podgroup: Mapping) -> Mapping |
         ref = (api.split("/", 1)[0] if "/" in api else "", owner.get("kind"), owner.get("name"))
     namespace = (podgroup.get("metadata") or {}).get("namespace") or "default"
     return state.objects.get(ref[1], namespace, ref[2], group=ref[0])
+
+
+def other_domain(state: ServiceState, plan, key: str, node: str | None, candidates: Sequence[str]) -> str | None:
+    """Why to refuse at once: with a native topology key, kube-scheduler tries the gang in one domain of the
+    key after another, offering only that domain's nodes. When the candidates all lie in one domain and the
+    gang is planned in another, this attempt is not ours: refused with where the gang is planned (the
+    cycle then keeps the domain where every member passed). None when the planned node's own domain is
+    offered (it is re-planned inside it at once) or the candidates span several domains."""
+    topology = state.cluster.topologies.get(plan.tree.topology or "")
+    if topology is None or node is None:
+        return None
+    try:
+        level = topology.level_index(key)
+    except ValueError:
+        return None
+    index = state.cluster.node_index
+
+    def domain(name: str) -> str | None:
+        i = index.get(name)
+        found = int(topology.node_domain[level][i]) if i is not None else -1
+        return topology.domain_value(level, found) if found >= 0 else None
+    planned, offered = domain(node), set()
+    for name in candidates:
+        offered.add(domain(name))
+        if len(offered) > 1:
+            return None
+    if planned is None or not offered or planned in offered or None in offered:
+        return None
+    return (f"gang {plan.key} is planned in {key}={planned}; this attempt offers {key}={offered.pop()}: refused at "
+            f"once (kube-scheduler tries the gang's other domains in the same cycle)")

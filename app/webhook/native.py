@@ -39,7 +39,7 @@ def gate_operations(pod: Mapping, identity, owner: Mapping, gate, dry_run: bool)
     workload whose controller creates its pods only as earlier ones run (its gang never all exists first)."""
     if gate is None or identity is None or scheduling_group(pod) is not None or not gate.active():
         return []
-    if creates_one_after_another(owner):
+    if creates_one_after_another(owner) or _opted_out(owner):
         return []
     minimum = gang_minimum(identity.tree)
     possible = possible_pods(owner)
@@ -49,3 +49,11 @@ def gate_operations(pod: Mapping, identity, owner: Mapping, gate, dry_run: bool)
         namespace = (pod.get("metadata") or {}).get("namespace") or "default"
         gate.ensure(namespace, identity.podgroup_name, minimum, owner)
     return [{"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": identity.podgroup_name}}]
+
+
+GATE_ANNOTATION = "tas-extender.io/native-gate"      # "off" on a workload: its pods are never gated natively
+
+
+def _opted_out(owner: Mapping) -> bool:
+    """A workload that asks to bind part of its gang before the rest exists (its own scheduling gates)."""
+    return ((owner.get("metadata") or {}).get("annotations") or {}).get(GATE_ANNOTATION) == "off"

@@ -22,8 +22,9 @@ import yaml
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 # Native workload scheduling (v1.36 alpha, off by default): every component gets the gates, the API server
 # also serves scheduling.k8s.io/v1alpha2 (Workload, PodGroup). TAS_E2E_GATES=on runs the whole suite so.
-NATIVE_GATES = ("GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true,"
-                "WorkloadAwarePreemption=true")
+# Not WorkloadAwarePreemption: with it kube-scheduler runs no per-pod preemption for a gang pod ("preemption:
+# not eligible due to workload aware preemption enabled"), so the extender's gang preemption is never asked.
+NATIVE_GATES = "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true"
 NATIVE_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
 
 

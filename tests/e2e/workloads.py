@@ -98,6 +98,9 @@ def gated_gang(cluster, ns, name: str, held: range, host_port: int | None = None
     `host_port`, each worker asks for that host port; `annotations` go on the TFJob."""
     job = tfjob(name, 8, topology(required="block"))
     job["metadata"].setdefault("annotations", {}).update(annotations or {})
+    # a gang bound in part on purpose: kube-scheduler's own gang gate (a native PodGroup, where served) would
+    # bind it only whole, so it opts out of that gate
+    job["metadata"]["annotations"]["tas-extender.io/native-gate"] = "off"
     del job["spec"]["tfReplicaSpecs"]["Chief"], job["spec"]["tfReplicaSpecs"]["PS"]
     if host_port:
         worker = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
