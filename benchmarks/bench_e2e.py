@@ -480,7 +480,9 @@ def main() -> int:
         try:
             # one replica, called directly: the tests' readiness proxy is a Python TCP relay that would cost
             # more than the extender (a real Service is forwarded by the kernel)
-            cluster = E2ECluster(plane, direct=True).install()
+            # the extender binds only pods of the profiles it is told of: the harness's and this benchmark's
+            cluster = E2ECluster(plane, direct=True, extender_args=(
+                "--scheduler-name", f"tas-scheduler,{SCHEDULER['gangs']}")).install()
             schedulers = start_schedulers(cluster, ["gangs"] if args.refused else kinds)
             have = 0
             for size in sizes:
