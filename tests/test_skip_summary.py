@@ -23,6 +23,29 @@ def test_the_last_line_names_each_skipped_group_and_how_to_enable_it(pytester):
     assert "1 test_other.py (needs openssl)" in last
 
 
+def test_a_skip_for_another_reason_keeps_its_own_reason(pytester):
+    """An end-to-end test skipped on a running control plane (gates on) is not told to set TAS_K8S_ASSETS."""
+    pytester.makeconftest(CONFTEST)
+    pytester.mkdir("tests")
+    pytester.mkdir("tests/e2e")
+    (pytester.path / "tests/e2e/test_gated.py").write_text(
+        "import pytest\n\n@pytest.mark.skipif(True, reason='the API server forbids it with the gates on')\n"
+        "def test_x():\n    pass\n")
+    last = _summary(pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "tests"))
+    assert last == "skipped: 1 end-to-end (the API server forbids it with the gates on)"
+
+
+def test_every_page_test_skipped_without_chromium_is_one_group(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.mkdir("tests")
+    for name in ("test_ui_browser", "test_ui_other_browser"):
+        (pytester.path / f"tests/{name}.py").write_text(
+            "import pytest\n\n@pytest.mark.skipif(True, reason=\"needs Debian's chromium\")\n"
+            "def test_x():\n    pass\n")
+    last = _summary(pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "tests"))
+    assert last.startswith("skipped: 2 debug page (install chromium"), last
+
+
 def test_a_run_without_skips_says_so(pytester):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_fine="def test_fine():\n    pass\n")

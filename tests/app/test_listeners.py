@@ -18,9 +18,10 @@ from fastapi.testclient import TestClient
 from app.listeners import INSECURE_VERBS_WARNING, preflight, warnings
 from app.server import create_app
 from app.settings import Settings
+from paths import TESTS
 from service_helpers import plain_pod
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
+sys.path.insert(0, str(TESTS / "e2e"))
 from controlplane import Certificates, write_kubeconfig  # noqa: E402
 
 
