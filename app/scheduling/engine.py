@@ -83,14 +83,18 @@ class GangScheduler:
     def _refuse_unknown(self, body: Mapping, reason: str, candidates: Sequence[str]) -> FilterOutcome:
         """A pod the watch has not brought yet: refused for every node (no eviction helps) and woken again
         shortly, by which time the watch knows it."""
-        now = self.state.clock()
-        namespace, name = pod_key(body).split("/", 1)
-        self.wakeups.refused(pod_key(body), namespace, name, now, now + trusted.UNKNOWN_POD_RETRY)
+        self._wake_unknown(body)
         refusal = refuse_all(candidates, reason)
         refusal.unresolvable = True
         if len(candidates) > 1:
             refusal.failed = _said_once(refusal.failed, None, len(candidates))
         return refusal
+
+    def _wake_unknown(self, body: Mapping) -> None:
+        """Requeue a pod refused as not yet watched once the watch has had time to bring it."""
+        now = self.state.clock()
+        namespace, name = pod_key(body).split("/", 1)
+        self.wakeups.refused(pod_key(body), namespace, name, now, now + trusted.UNKNOWN_POD_RETRY)
 
     def _filter(self, pod: Mapping, candidates: Sequence[str]) -> FilterOutcome:
         gang, outcome = self._decide(pod, candidates)
@@ -527,10 +531,12 @@ class GangScheduler:
         On a full cluster kube-scheduler's own filters pass no node, so it never calls our filter and the
         preempt verb is the first we hear of the pod: plan the gang (and choose victims) here first.
         From the service's copy of the pod, not the body: a pod the watch has not brought yet gets none."""
-        pod, unknown = trusted.watched_pod(self.state, pod)
-        if unknown:
+        watched, unknown = trusted.watched_pod(self.state, pod)
+        if unknown:      # kube-scheduler parks it as unschedulable: without a wake-up it waits for minutes
             log.info("preempt refused", extra=fields(reason=unknown))
+            self._wake_unknown(pod)
             return {}
+        pod = watched
         self.state.refresh()
         if self._unplanned_gang_pod(pod):
             self._filter(pod, list(self.state.cluster.node_names))

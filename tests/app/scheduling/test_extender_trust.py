@@ -13,7 +13,8 @@ from app.server import create_app
 from app.settings import Settings
 from app.state import POD_KIND
 from test_preemption_service import RecordingWriter, fabric_nodes, job, running
-from service_helpers import (Clock, filter_, indexed_job, job_pods, make_client, node_names, plain_pod, service,
+from app.scheduling.trusted import UNKNOWN_POD_RETRY
+from service_helpers import (Clock, engine, filter_, indexed_job, job_pods, make_client, node_names, plain_pod, service,
                              watch)
 
 NOT_KNOWN = "is not known to the extender yet"
@@ -80,6 +81,19 @@ def test_filter_refuses_a_body_whose_uid_is_not_the_watched_pods():
 def test_preempt_offers_no_victims_for_a_pod_the_service_has_not_seen():
     client = make_client()
     assert post_preempt(client, plain_pod("stranger"), {"node-01": ["uid-x"]}) == {}
+
+
+def test_preempt_of_a_pod_the_service_has_not_seen_wakes_it_again_shortly():
+    """On a full cluster kube-scheduler's own filters pass no node and its preempt call is the first the
+    service hears of the pod; refused there as unknown, it must be woken like a filter refusal, or it waits
+    in kube-scheduler's unschedulable queue for minutes (an e2e preemption test stalled so)."""
+    clock = Clock()
+    client = make_client(clock=clock)
+    post_preempt(client, plain_pod("stranger"), {"node-01": ["uid-x"]})
+    wakeups = engine(client).wakeups
+    assert wakeups.pending() == 1
+    assert [(w.namespace, w.name) for w in wakeups.take_due(clock() + UNKNOWN_POD_RETRY + 1)] == [
+        ("default", "stranger")]
 
 
 def test_prioritize_scores_an_unseen_pod_neutrally_and_stores_nothing():
