@@ -56,6 +56,18 @@ def job_pods(job: dict) -> list[dict]:
     return pods
 
 
+def job_with_affinity(job: dict, labels: dict, affinity: dict) -> tuple[dict, list[dict]]:
+    """`job` with `labels` and `affinity` on its template, and its pods carrying them as admitted."""
+    template = job["spec"]["template"]
+    template["metadata"]["labels"] = dict(labels)
+    template["spec"]["affinity"] = copy.deepcopy(affinity)
+    made = job_pods(job)
+    for pod in made:
+        pod["metadata"].setdefault("labels", {}).update(labels)
+        pod["spec"]["affinity"] = copy.deepcopy(affinity)
+    return job, made
+
+
 def plain_pod(name: str, gpus: int = 0, cpu: str = "1", namespace: str = "default") -> dict:
     requests = {"cpu": cpu}
     if gpus:

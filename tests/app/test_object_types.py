@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import paths
 import pytest
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 from app import object_types
 from app.object_types import type_problem
 from service_helpers import make_client
+from test_bad_input_properties import with_value
 from topology.demo import demo_objects
 
 FIXTURES = paths.FIXTURES
@@ -58,15 +58,6 @@ CASES = [(i, path) for i, obj in enumerate(OBJECTS) for path in _string_paths(ob
 WRONG = st.sampled_from([True, [], ["x"], {"a": "b"}])     # numbers are valid quantities and int-or-strings
 
 
-def _with(obj: dict, path: tuple, value) -> dict:
-    obj = copy.deepcopy(obj)
-    parent = obj
-    for key in path[:-1]:
-        parent = parent[key]
-    parent[path[-1]] = value
-    return obj
-
-
 def test_every_kind_of_the_fixtures_is_covered_and_valid():
     kinds = {obj["kind"] for obj in OBJECTS}
     assert {"Node", "Pod", "Topology", "Job", "TFJob", "PyTorchJob", "MPIJob", "LeaderWorkerSet", "JobSet",
@@ -79,7 +70,7 @@ def test_every_kind_of_the_fixtures_is_covered_and_valid():
 @pytest.mark.parametrize("value", [5, None, ["v1"], {"a": 1}])
 def test_a_non_string_api_version_or_kind_is_a_4xx_naming_it(field, value):
     for obj in OBJECTS:
-        response = CLIENT.post("/debug/objects", content=json.dumps(_with(obj, (field,), value)))
+        response = CLIENT.post("/debug/objects", content=json.dumps(with_value(obj, (field,), value)))
         assert response.status_code in (400, 422), (obj["kind"], response.text)
         assert field in response.json()["detail"]
 
@@ -89,7 +80,7 @@ def test_a_non_string_api_version_or_kind_is_a_4xx_naming_it(field, value):
 def test_any_string_field_of_any_kind_set_to_another_type_is_a_4xx_naming_it(case, value):
     index, path = case
     obj = OBJECTS[index]
-    response = CLIENT.post("/debug/objects", content=json.dumps(_with(obj, path, value)))
+    response = CLIENT.post("/debug/objects", content=json.dumps(with_value(obj, path, value)))
     assert 400 <= response.status_code < 500, (obj["kind"], path, value, response.text[:300])
     detail = response.json()["detail"]
     named = str(path[-1]) if isinstance(path[-1], str) else f"[{path[-1]}]"
@@ -103,7 +94,7 @@ def test_any_string_field_of_any_kind_set_to_another_type_is_a_4xx_naming_it(cas
     ("LeaderWorkerSet", ("metadata", "name"))])
 def test_a_number_where_a_string_belongs_is_a_4xx_naming_it(kind, path):
     obj = next(o for o in OBJECTS if o["kind"] == kind and o["apiVersion"] != "kueue.x-k8s.io/v1beta1")
-    response = CLIENT.post("/debug/objects", content=json.dumps(_with(obj, path, 5)))
+    response = CLIENT.post("/debug/objects", content=json.dumps(with_value(obj, path, 5)))
     assert response.status_code in (400, 422), response.text
     assert "must be a string, got 5" in response.json()["detail"] and str(path[-1]) in response.json()["detail"]
 
@@ -112,7 +103,7 @@ def test_nothing_is_applied_when_one_object_of_the_body_is_wrong():
     client = make_client()
     good = copy.deepcopy(next(o for o in OBJECTS if o["kind"] == "Job"))
     good["metadata"]["name"] = "fine"
-    bad = _with(good, ("metadata", "name"), "bad") | {"apiVersion": 1}
+    bad = with_value(good, ("metadata", "name"), "bad") | {"apiVersion": 1}
     response = client.post("/debug/objects", content=json.dumps({"apiVersion": "v1", "kind": "List",
                                                                  "items": [good, bad]}))
     assert response.status_code == 400

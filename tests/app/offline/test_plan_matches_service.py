@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from app.cli import main
 from topology.demo import demo_objects
 
-from service_helpers import filter_, indexed_job, job_pods, make_client, plain_pod, schedule
+from service_helpers import filter_, indexed_job, job_with_affinity, make_client, plain_pod, schedule
 
 APP = {"app": "serve"}
 HOSTNAME = "kubernetes.io/hostname"
@@ -27,14 +27,7 @@ def gang(pods: int, gpus: int, required: str, field: str, key: str, selector: di
     job = indexed_job("serve", pods=pods, gpus=gpus, segment=None, required=required)
     term = {field: {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": selector}, "topologyKey": key}]}}
-    template = job["spec"]["template"]
-    template["metadata"]["labels"] = dict(APP)
-    template["spec"]["affinity"] = copy.deepcopy(term)
-    made = job_pods(job)
-    for pod in made:
-        pod["metadata"].setdefault("labels", {}).update(APP)
-        pod["spec"]["affinity"] = copy.deepcopy(term)
-    return job, made
+    return job_with_affinity(job, APP, term)
 
 
 def running(name: str, node: str, labels: dict, gpus: int = 0) -> dict:

@@ -16,7 +16,8 @@ from grouper.affinity import selects
 from grouper.node_limit import node_limit
 from topology.demo import demo_objects
 
-from service_helpers import filter_, indexed_job, job_pods, make_client, plain_pod, refusal, schedule, service
+from service_helpers import (filter_, indexed_job, job_with_affinity, make_client, plain_pod, refusal, schedule,
+                             service)
 
 LABELS = {"app": "serve"}
 ONE_PER_HOST = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -25,14 +26,7 @@ ONE_PER_HOST = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecut
 
 def inference(pods: int = 4, gpus: int = 2) -> tuple[dict, list[dict]]:
     job = indexed_job("serve", pods=pods, gpus=gpus, segment=None, required="zone")
-    template = job["spec"]["template"]
-    template["metadata"]["labels"] = dict(LABELS)
-    template["spec"]["affinity"] = copy.deepcopy(ONE_PER_HOST)
-    made = job_pods(job)
-    for pod in made:
-        pod["metadata"].setdefault("labels", {}).update(LABELS)
-        pod["spec"]["affinity"] = copy.deepcopy(ONE_PER_HOST)
-    return job, made
+    return job_with_affinity(job, LABELS, ONE_PER_HOST)
 
 
 def only_nodes(count: int) -> list[dict]:
