@@ -154,3 +154,22 @@ def test_the_verbs_refuse_a_caller_without_a_certificate_of_the_ca_in_the_handsh
             http.post(f"{verbs}/scheduler/bind", json={"PodName": "web", "PodNamespace": "default",
                                                         "PodUID": "uid-web", "Node": "node-02"})
     assert httpx.post(f"{main}/scheduler/bind", verify=_context(ca, None), json={}).status_code == 404   # not on the main port
+
+
+def test_the_service_serves_on_uvloop_as_uvicorn_run_would(monkeypatch):
+    """`serve` runs its listeners in one loop of its own: that loop is uvloop's (uvicorn's `loop="auto"`), not
+    the stdlib's that a plain asyncio.run gives (issue 31: the stdlib loop costs more CPU per request)."""
+    import asyncio
+
+    import uvloop
+
+    from app import listeners
+
+    seen = []
+
+    async def serve_all(all_servers):
+        seen.append((type(asyncio.get_running_loop()), len(all_servers)))
+
+    monkeypatch.setattr(listeners, "_serve_all", serve_all)
+    listeners.run(create_app(Settings()), Settings())
+    assert seen == [(uvloop.Loop, 1)]
