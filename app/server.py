@@ -22,8 +22,10 @@ from fastapi import FastAPI
 from .cluster_file import load_objects
 from .http.debug import DebugGZip, probes
 from .http.debug import router as debug_router
-from .http.extender import build_router
+from .http.direct import DirectRoutes
+from .http.extender import build_router, endpoints
 from .http.ui import router as ui_router
+from .http.webhook import mutate_direct
 from .http.webhook import router as webhook_router
 from .kube.native_gate import NativeGate
 from .kube.parts import KubeParts
@@ -105,10 +107,13 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
     app.state.native_gate = NativeGate(state)
     app.state.listeners = {}                   # routes kept off the main port (see app/listeners.py)
     verbs, debug = build_router(settings.url_prefix), [debug_router, ui_router]
+    direct = {"/mutate": mutate_direct}           # the calls on kube-scheduler's loop skip FastAPI's stack
     if verbs_apart(settings):
         app.state.listeners["verbs"] = sub_app(state, "tas-extender verbs", [verbs], engine)
+        app.state.listeners["verbs"].add_middleware(DirectRoutes, routes=endpoints(settings.url_prefix))
     else:
         app.include_router(verbs)
+        direct.update(endpoints(settings.url_prefix))
     if debug_apart(settings):
         app.state.listeners["debug"] = sub_app(state, "tas-extender debug", debug, engine)
         app.state.listeners["debug"].add_middleware(DebugGZip)
@@ -118,6 +123,7 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
     app.include_router(probes)
     app.include_router(webhook_router)
     app.add_middleware(DebugGZip)
+    app.add_middleware(DirectRoutes, routes=direct)
     return app
 
 

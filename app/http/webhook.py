@@ -57,6 +57,11 @@ async def mutate(request: Request, context: Context = Depends(webhook_context)) 
         request.app.state.service.metrics.latency.labels("webhook").observe(time.perf_counter() - started)
 
 
+async def mutate_direct(request: Request) -> Response:
+    """`mutate` without FastAPI's dependency machinery (app.http.direct)."""
+    return await mutate(request, await webhook_context(request))
+
+
 async def _mutate(request: Request, context: Context) -> Response:
     try:
         body = await read_limited(request, request.app.state.service.settings.max_request_bytes)
@@ -95,4 +100,4 @@ def _log(request, decision: Decision) -> None:
                          dry_run=request.dry_run, text=decision.message, warnings=decision.warnings or None))
 
 
-__all__ = ["router", "webhook_context"]
+__all__ = ["mutate_direct", "router", "webhook_context"]

@@ -1,4 +1,4 @@
 """The kube-scheduler extender: wire models, routes and the gang logic behind them."""
-from .routes import build_router
+from .routes import build_router, endpoints
 
-__all__ = ["build_router"]
+__all__ = ["build_router", "endpoints"]

@@ -16,7 +16,7 @@ from app.server import create_app
 from app.settings import Settings
 from app.state import ServiceState
 
-from service_helpers import indexed_job, job_pods, make_client, plain_pod, schedule
+from service_helpers import indexed_job, job_pods, make_client, plain_pod, schedule, watch
 
 
 def test_settings_from_environment_and_flags(monkeypatch):
@@ -146,3 +146,29 @@ def test_serve_command_runs_standalone_and_answers_over_http():
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+class _NoRouter:
+    """A router that answers nothing: whatever still reaches it is not served directly."""
+    async def __call__(self, scope, receive, send):
+        raise AssertionError(f"{scope['path']} went through FastAPI's router")
+
+
+def test_the_verbs_and_the_webhook_skip_fastapis_stack():
+    """Issue 31: the calls on kube-scheduler's loop (every pod's webhook, filter and bind) are answered by
+    app.http.direct, not through FastAPI's middlewares and a router that matches every debug route; the
+    answers are the routes' own. Other paths still go through the app."""
+    client = make_client()
+    client.app.router = _NoRouter()            # read when the middleware stack is built, at the first call
+    pod = plain_pod("direct", gpus=1)
+    watch(client, pod)
+    names = ["node-01", "node-02"]
+    answer = client.post("/scheduler/filter", json={"Pod": pod, "NodeNames": names}).json()
+    assert answer["NodeNames"] == names and answer["Error"] == ""
+    scores = client.post("/scheduler/prioritize", json={"Pod": pod, "NodeNames": names}).json()
+    assert [s["Host"] for s in scores] == names
+    assert "not valid JSON" in client.post("/scheduler/bind", content=b"{").json()["Error"]
+    review = client.post("/mutate", content=b"{}")
+    assert review.status_code == 400 and review.json()["response"]["allowed"] is False
+    with pytest.raises(AssertionError, match="went through FastAPI's router"):
+        client.get("/healthz")
