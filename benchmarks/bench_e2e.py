@@ -187,7 +187,8 @@ def quantile(before: Counter | None, after: Counter | None, q: float) -> float |
     return lower
 
 
-def round_figures(before: dict, after: dict, kind: str, pods: int, seconds: float, extender: str | None) -> dict:
+def round_figures(before: dict, after: dict, kind: str, pods: int, seconds: float, extender: str | None,
+                  service: str) -> dict:
     def q(name, value):
         found = quantile(before["buckets"].get(name), after["buckets"].get(name), value)
         return None if found is None else found * 1e3
@@ -197,6 +198,8 @@ def round_figures(before: dict, after: dict, kind: str, pods: int, seconds: floa
         "pods/s": pods / seconds,
         "attempt p50 ms": q(f"attempt {kind}", 0.5), "attempt p99 ms": q(f"attempt {kind}", 0.99),
         "extender CPU ms/pod": (cpu.get(extender, 0.0) * 1e3 / pods) if extender else None,
+        # the tas service in every round: in plain and null rounds its webhook and watch of their pods
+        "service CPU ms/pod": cpu.get(service, 0.0) * 1e3 / pods,
         "scheduler CPU ms/pod": scheduler_cpu * 1e3 / pods,
         "apiserver CPU ms/pod": cpu.get("kube-apiserver", 0.0) * 1e3 / pods,
         "webhook p50 ms": q("webhook", 0.5), "create p50 ms": q("create", 0.5),
@@ -262,7 +265,8 @@ def run_round(cluster: E2ECluster, schedulers: dict, namespace: str, kind: str, 
     before = snapshot(cluster, schedulers)
     elapsed = create_and_wait(cluster, namespace, objects)
     after = snapshot(cluster, schedulers)
-    figures = round_figures(before, after, kind, pods, elapsed, extender_process(cluster, kind))
+    figures = round_figures(before, after, kind, pods, elapsed, extender_process(cluster, kind),
+                            extender_process(cluster, "gangs"))
     if gangs:
         figures["violations"] = violations(cluster, cluster.wait_bound(namespace, pods, timeout=60))
     return figures
@@ -363,7 +367,7 @@ def clear(cluster: E2ECluster, namespace: str) -> None:
 
 
 ORDER = ["plain", "null", "gangs"]
-FIGURES = ["pods/s", "attempt p50 ms", "attempt p99 ms", "extender CPU ms/pod", "scheduler CPU ms/pod",
+FIGURES = ["pods/s", "attempt p50 ms", "attempt p99 ms", "extender CPU ms/pod", "service CPU ms/pod", "scheduler CPU ms/pod",
            "apiserver CPU ms/pod", "webhook p50 ms", "create p50 ms", "bind p50 ms", "bind p99 ms", "filter p50 ms", "held",
            "unschedulable"]
 
@@ -395,7 +399,9 @@ def summary(size: int, results: dict[str, list[dict]]) -> None:
         ("gang pods/s >= 0.95 x null", g["pods/s"] / n["pods/s"], 0.95, ">="),
         ("attempt p50 <= 1.5 x null", _ratio(g["attempt p50 ms"], n["attempt p50 ms"]), 1.5, "<="),
         ("service CPU per gang pod <= 1.5 ms", g["extender CPU ms/pod"], 1.5, "<="),
-        ("webhook p50 <= 5 ms", g["webhook p50 ms"], 5.0, "<="),
+        # every round's pods pass the webhook: a gang pod's review over a plain pod's, in the same run (the
+        # rest of its p50 is the API server's queue on the shared machine, the same for both)
+        ("webhook p50 added over plain rounds <= 5 ms", _difference(g["webhook p50 ms"], p["webhook p50 ms"]), 5.0, "<="),
         ("bind p50 <= kube-scheduler's binder (ratio)", _ratio(g["bind p50 ms"], p["bind p50 ms"]), 1.0, "<="),
         ("gang pods/s >= 0.80 x plain (goal)", g["pods/s"] / p["pods/s"], 0.80, ">="),
     ]
@@ -409,6 +415,10 @@ def summary(size: int, results: dict[str, list[dict]]) -> None:
 
 def _ratio(a, b):
     return None if a is None or not b else a / b
+
+
+def _difference(a, b):
+    return None if a is None or b is None else a - b
 
 
 def refused_rounds(cluster: E2ECluster, schedulers: dict, rounds: int, plain: int) -> None:
@@ -467,7 +477,8 @@ def main() -> int:
         parser.error("--nodes 8 to 2,000 each; --pods a multiple of --gang")
     kinds = [kind for kind in ORDER if kind in args.kinds.split(",")]
     if args.py_spy:
-        os.environ["TAS_E2E_WRAP"] = f"py-spy record --format raw --rate 100 -o {args.py_spy.resolve()} --"
+        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))   # the service gets PATH=/usr/bin:/bin
+        os.environ["TAS_E2E_WRAP"] = f"{spy} record --nonblocking --format raw --rate 100 -o {args.py_spy.resolve()} --"
     binaries, reason = find_binaries()
     if reason:
         print(f"bench_e2e: {reason}", file=sys.stderr)
