@@ -93,8 +93,8 @@ def no_roles(workload: Mapping) -> list[RoleTemplate]:
 @dataclass(frozen=True)
 class WorkloadKind:
     """Everything the service, the grouper, the webhook and the offline tools know of one workload kind.
-    Each file of grouper/kinds/ builds one; grouper/kinds/registry.py lists them (docs/architecture.md,
-    "A new workload kind")."""
+    Each file of grouper/kinds/ builds one, and grouper/kinds/registry.py finds it there
+    (docs/architecture.md, "A new workload kind")."""
 
     name: str                                   # WorkloadShape.family: "job", "lws", ...
     kinds: tuple[str, ...]                      # the Kind names it covers
@@ -109,6 +109,9 @@ class WorkloadKind:
     # the workload (or PodGroup) a pod names by its labels, annotations or controller; None: not one of
     # ours. Unset: the pod's controller reference finds it (grouper/owners.py)
     owner: Callable[[Mapping], OwnerRef | None] | None = None
+    # its place when a pod looks for its owner, lower first (a JobSet's pods are its Jobs' pods too, so JobSet
+    # goes before Job; PodGroups that a controller's pods join by hand after those controllers' kinds)
+    owner_rank: int = 50
     role_label: str | None = None               # the pod label naming the pod's role (its replica type)
     # how a pod's role, index and gang (of `gangs`) are read when labels alone do not say (grouper/identity.py)
     pod_role: Callable[[Mapping, WorkloadShape], RoleTemplate] | None = None

@@ -62,7 +62,7 @@ def one_after_another(job: Mapping) -> bool:
 
 
 KUBEFLOW = WorkloadKind(
-    "kubeflow", tuple(SPECS), GROUP,
+    "kubeflow", tuple(SPECS), GROUP, owner_rank=20,
     watch=tuple(WatchedKind(GROUP, version, kind.lower() + "s", kind, True) for version, kind in WATCHED),
     roles=roles, owner=controlled_by(*SPECS), role_label=names.KF_REPLICA_TYPE, pods=pods,
     all_at_once=lambda job: job.get("kind") in ALL_AT_ONCE, one_after_another=one_after_another,

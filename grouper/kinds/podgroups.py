@@ -34,11 +34,11 @@ def scheduler_plugins_owner(pod: Mapping) -> OwnerRef | None:
 
 
 KAI_PODGROUP = WorkloadKind(
-    "kai-podgroup", ("PodGroup",), "scheduling.run.ai",
+    "kai-podgroup", ("PodGroup",), "scheduling.run.ai", owner_rank=40,
     watch=(WatchedKind("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", True),), owner=kai_owner,
 )
 SCHEDULER_PLUGINS_PODGROUP = WorkloadKind(
-    "podgroup", ("PodGroup",), "scheduling.x-k8s.io",
+    "podgroup", ("PodGroup",), "scheduling.x-k8s.io", owner_rank=40,
     watch=(WatchedKind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True),),
     owner=scheduler_plugins_owner,
 )

@@ -1,12 +1,15 @@
 """The registry of workload kinds, and the lookups everyone derives from it: the kind of a workload, the
 owner of a pod, what the service watches, the webhook's list of kinds that number their pods.
 
-The order is the order in which a pod looks for its owner (a JobSet's pods are also its Jobs' pods: the
-JobSet comes first; a PodGroup a controller's pods join by hand comes after that controller's kind), then
-the order of the watch and of the webhook's list."""
+A kind is a module of this package defining a WorkloadKind: the registry finds it there, so adding a kind is
+adding its file (and its ClusterRole line). Kinds are ordered by owner_rank (the order in which a pod looks
+for its owner), then by file name; that is also the order of the watch and of the webhook's list."""
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Mapping
+from pathlib import Path
 
 from topology.objects import api_group
 
@@ -14,15 +17,21 @@ from ..errors import GroupingError, describe
 from .base import OwnerRef, WatchedKind, WorkloadKind, WorkloadShape
 from .fields import MAX_PODS, check_fields
 from .generic import GENERIC
-from .job import JOB
-from .jobset import JOBSET
-from .kubeflow import KUBEFLOW
-from .lws import LWS
-from .podgroups import KAI_PODGROUP, SCHEDULER_PLUGINS_PODGROUP
 from .pods import controller_owner
-from .statefulset import STATEFULSET
 
-KINDS: list[WorkloadKind] = [JOBSET, JOB, KUBEFLOW, LWS, KAI_PODGROUP, SCHEDULER_PLUGINS_PODGROUP, STATEFULSET]
+
+def _found() -> list[WorkloadKind]:
+    """Every WorkloadKind a module of this package defines (generic.py's fallback aside), by owner_rank, then
+    by module name and order of definition."""
+    found = []
+    for module in sorted(info.name for info in pkgutil.iter_modules([str(Path(__file__).parent)])):
+        for value in vars(importlib.import_module(f"{__package__}.{module}")).values():
+            if isinstance(value, WorkloadKind) and value is not GENERIC and value not in found:
+                found.append(value)
+    return sorted(found, key=lambda workload_kind: workload_kind.owner_rank)
+
+
+KINDS: list[WorkloadKind] = _found()
 _by_group: dict[tuple[str | None, str], WorkloadKind] = {}
 _by_name: dict[str, WorkloadKind] = {}
 
@@ -37,9 +46,10 @@ def _index() -> None:
 
 
 def register(workload_kind: WorkloadKind) -> WorkloadKind:
-    """Add a kind (after the built-in ones; a kind already registered is left where it is)."""
+    """Add a kind defined elsewhere (a plugin, a test), in its owner_rank's place."""
     if workload_kind not in KINDS:
         KINDS.append(workload_kind)
+        KINDS.sort(key=lambda known: known.owner_rank)
         _index()
     return workload_kind
 

@@ -14,6 +14,10 @@ def pod(labels=None, annotations=None, controller=None) -> dict:
                          "ownerReferences": refs}}
 
 
+def test_the_registry_finds_every_kind_file_in_owner_order():
+    assert [k.name for k in KINDS] == ["jobset", "job", "kubeflow", "lws", "kai-podgroup", "podgroup", "statefulset"]
+
+
 def test_every_watched_api_maps_back_to_its_kind():
     for workload_kind in KINDS:
         for api in workload_kind.watch:
