@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.state.identities import IdentityCache
 from app.state.objects import ObjectCache, pod_shape_problem
 from app.ports import WATCHED_KINDS, watches
 from grouper import GroupingError, OwnerRef, identify_pod, owner_of
@@ -30,7 +31,7 @@ from grouper.staleness import grace_period
 from topology.objects import group_of
 from topology.tree import TopologyTree
 
-from .caches import OwnerWaits, TreeCache
+from .caches import OwnerWaits
 from .native import gate_operations, native_warnings
 from .mutate import injection_for, pod_mutation
 from .review import AdmissionRequest
@@ -60,7 +61,7 @@ class Context:
     topologies: Mapping[str, TopologyTree]
     settings: Any
     waits: OwnerWaits
-    trees: TreeCache
+    trees: IdentityCache          # the service's one cache of groupings (app/state/identities.py)
     synced: bool = True           # False until the service's first full list of the cluster
     gate: Any = None              # app.kube.native_gate.NativeGate, where the service has one
 
