@@ -436,7 +436,7 @@ def group_workload(workload: Mapping, topologies: Mapping[str, TopologyTree] | N
     if topologies is not None and topology is not None:
         _validate_levels(workload, topology, root, plans, topologies)
     strategy = _strategy(workload, shape)
-    if shape.family == "lws":
+    if shape.kind.gangs is not None:        # one gang per replica (LeaderWorkerSet groups)
         return [_tree(workload, podgroup_name(workload, g), root, plans, topology, strategy, shape, warnings,
                       priority_classes, group=g) for g in range(shape.groups)]
     return [_tree(workload, podgroup_name(workload), root, plans, topology, strategy, shape, warnings,
