@@ -26,6 +26,9 @@ class PlanInput:
     excluded: dict[str, int] = field(default_factory=dict)   # reason -> nodes excluded (for refusals)
     unplaceable: dict[str, str] = field(default_factory=dict)  # role -> why no node can ever hold it
     allocatable: np.ndarray | None = None  # node x resource when empty: refusals say "can never fit"
+    # role -> the nodes the pod's own rules allow, before this attempt's candidates and pod affinity narrow
+    # `usable`: "can never fit" is judged on these (None: on `usable`)
+    possible: dict[str, np.ndarray] | None = None
     search_budget: int | None = None       # candidate tries before the search turns greedy (None: automatic)
     # Roles of which one node may hold only a few pods, whatever its room (required pod anti-affinity on the
     # hostname, host ports: 1; topology spread on the hostname: maxSkew): role -> that many.

@@ -151,8 +151,8 @@ def _plan_once(inp: PlanInput, scope: tuple[int, int] | None, exact: bool) -> Pl
     policy = policy_named(inp.tree.strategy or inp.strategy)
     excluded_base = dict(inp.excluded)
     groups = sum(1 for _ in root.walk())
-    placer = Placer(state, inp.occupied, policy, _budget(inp, groups, len(table.slots)),
-                    Explainer(inp.resources, inp.occupied, inp.allocatable) if inp.explain else None, exact)
+    explainer = Explainer(inp.resources, inp.occupied, inp.allocatable, inp.possible) if inp.explain else None
+    placer = Placer(state, inp.occupied, policy, _budget(inp, groups, len(table.slots)), explainer, exact)
     _deep_enough(groups)
     scope_level, scope_domain = scope or (ROOT, 0)
     mandatory = root.need_total
