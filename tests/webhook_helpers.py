@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app.metrics import Metrics
+from app.state.identities import IdentityCache
 from app.state.objects import ObjectCache
 from app.ports import WATCHED_KINDS, WatchedKind
 from app.http.webhook import router
@@ -65,6 +66,10 @@ class StandInState:
     cluster: Cluster
     settings: StandInSettings = field(default_factory=StandInSettings)
     metrics: Metrics = field(default_factory=Metrics)
+    identities: IdentityCache = field(init=False)
+
+    def __post_init__(self):
+        self.identities = IdentityCache(lambda: self.objects.list("PriorityClass"))
 
     @property
     def topologies(self):

@@ -21,7 +21,7 @@ from fastapi.responses import Response
 from ..logs import fields, get_logger
 from ..webhook.admit import Context, Decision
 from ..webhook.admit import admit as decide
-from ..webhook.caches import OwnerWaits, TreeCache
+from ..webhook.caches import OwnerWaits
 from ..webhook.review import MalformedReview, build_response, parse_review
 from ..wire import BodyTooLarge
 from .body import read_limited
@@ -37,10 +37,7 @@ async def webhook_context(request: Request) -> Context:
     waits = getattr(app_state, "webhook_owner_waits", None)
     if waits is None:
         waits = app_state.webhook_owner_waits = OwnerWaits()
-    trees = getattr(app_state, "webhook_trees", None)
-    if trees is None:
-        trees = app_state.webhook_trees = TreeCache()
-    return Context(service.objects, service.topologies, service.settings, waits, trees,
+    return Context(service.objects, service.topologies, service.settings, waits, service.identities,
                    synced=getattr(service, "synced_once", True), gate=getattr(app_state, "native_gate", None))
 
 

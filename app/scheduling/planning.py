@@ -6,8 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from grouper import GroupingError, PodIdentity, group_podgroup, group_workload, identify_pod, owner_of
-from grouper.kinds import workload_shape
+from grouper import GroupingError, PodIdentity, group_podgroup, identify_pod, owner_of
 from grouper.node_limit import role_limits
 from grouper.names import KAI_PODGROUP_ANNOTATION, KAI_SUBGROUP_LABEL, OPT_IN_PREFIXES, SP_PODGROUP_LABEL
 from topology.cluster import pod_key
@@ -17,15 +16,13 @@ from topology.plan import Plan, PlanInput
 from topology.planner import plan_gang
 
 from ..state import ServiceState
+from ..state.identities import version as _version
 from . import native_groups, pod_affinity
 from .candidates import candidate_mask
 from .occupancy import exclusive_occupancy, occupied_count
 from .plan_input import gang_plan_input
 
 __all__ = ["GroupingError", "exclusive_occupancy", "identify", "occupied_count", "plan", "plan_input"]
-
-_CACHE_LIMIT = 4096
-
 
 
 def _opted_in(pod: Mapping) -> bool:
@@ -74,36 +71,18 @@ def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
         tree = _cached(state, key, lambda: group_podgroup(workload, everyone, topologies))
         return identify_pod(pod, workload, topologies, pods=members, trees=[tree])
 
-    classes = list(state.objects.list("PriorityClass"))
-    classes_version = tuple(_version(c) for c in classes)
+    cache = state.identities
+    classes_version = cache.classes()[1]
 
-    def grouped():     # one grouping per workload version, not one per pod of a 1,024-pod gang
-        return _cached(state, ("trees", _version(workload), state.rebuilds, classes_version),
-                       lambda: (group_workload(workload, topologies, classes), workload_shape(workload)))
-
-    def identity():
-        trees, shape = grouped()
+    def identity():    # one grouping per workload version, shared with the webhook, not one per pod
+        trees, shape = cache.grouped(workload, topologies)
         return identify_pod(pod, workload, topologies, trees=trees, shape=shape)
     key = (_version(pod), _version(workload), owner.group_index, state.rebuilds, classes_version)
     return _cached(state, key, identity)
 
 
 def _cached(state: ServiceState, key: tuple, compute):
-    cache = state.identities
-    if key in cache:
-        cache.move_to_end(key)
-        return cache[key]
-    value = cache[key] = compute()
-    while len(cache) > _CACHE_LIMIT:
-        cache.popitem(last=False)
-    return value
-
-
-def _version(obj: Mapping) -> tuple:
-    metadata = obj.get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    return (metadata.get("uid"), metadata.get("namespace"), metadata.get("name"), metadata.get("resourceVersion"),
-            tuple(sorted(labels.items())) if not metadata.get("resourceVersion") else None)
+    return state.identities.get(key, compute)
 
 
 def _member_key(pod: Mapping) -> tuple:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -34,6 +33,7 @@ from ..metrics import Metrics
 from ..ports import WATCHED_KINDS, ClusterWriter, EventType, WatchedKind, watches
 from ..settings import Settings
 from .changes import NodeChanges
+from .identities import IdentityCache
 from .objects import ObjectCache
 from .plans import (BOUND, DONE, GANG_BOUND, PLANNED, UNPLACED, GangPlan, PlanStore, SlotState, parse_slot,
                     reservation_key)
@@ -95,7 +95,8 @@ class ServiceState:
         self.bound: dict[str, dict[Slot, tuple[str, str]]] = {}   # gang -> slot -> (pod key, node)
         self._bound_pod: dict[str, tuple[str, Slot]] = {}         # pod key -> (gang, slot)
         self._bound_locally: dict[str, str] = {}                  # pod key -> node, until the watch says so
-        self.identities: OrderedDict[tuple, object] = OrderedDict()  # grouper answers by pod/workload version
+        # grouper answers (the engine's and the webhook's), always with the cluster's PriorityClasses
+        self.identities = IdentityCache(lambda: self.objects.list("PriorityClass"))
         self.podgroup_pods: dict[tuple[str, str], dict[str, Mapping]] = {}  # (namespace, group) -> pods
         self.workload_pods = WorkloadPods()      # live pods per workload (a gang waits for all of them)
         self._dirty = True

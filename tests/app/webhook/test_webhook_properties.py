@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.webhook.admit import Context, admit
-from app.webhook.caches import OwnerWaits, TreeCache
+from app.state.identities import IdentityCache
+from app.webhook.caches import OwnerWaits
 from app.webhook.review import AdmissionRequest
 from grouper import expand_pods
 from webhook_helpers import StandInSettings, make_app, owners, review_of
@@ -22,7 +23,7 @@ INJECTED_ENV = {"KAI_SEGMENT_INDEX", "KAI_SEGMENT_SIZE", "KAI_SEGMENT_RANK", "KA
 
 def context(set_scheduler_name: bool) -> Context:
     return Context(STATE.objects, STATE.cluster.topologies, StandInSettings(set_scheduler_name=set_scheduler_name),
-                   OwnerWaits(), TreeCache())
+                   OwnerWaits(), IdentityCache())
 
 
 keys = st.text(alphabet=st.sampled_from("ab/~.-_"), min_size=1, max_size=10)
