@@ -33,6 +33,13 @@ INSECURE_VERBS_WARNING = ("--insecure-verbs: the extender verbs (bind, preempt) 
                           "this scheduler's profiles. Give --client-ca FILE to require kube-scheduler's certificate")
 
 
+# Idle connections stay open longer than kube-scheduler's and the API server's Go clients keep theirs (90 s,
+# http.DefaultTransport's IdleConnTimeout), so the client closes first. With uvicorn's 5 s a quiet spell
+# closed them: the next pods paid new TLS handshakes (mutual TLS on the verbs port), and a POST sent on a
+# connection just being closed fails (Go does not replay a POST), failing that scheduling attempt.
+KEEP_ALIVE = 120
+
+
 def verbs_apart(settings: Settings) -> bool:
     """The verbs are served on their own port, to callers with a client certificate only."""
     return bool(settings.client_ca)
@@ -99,7 +106,8 @@ def servers(app: FastAPI, settings: Settings) -> list:
 
     # no X-Forwarded-* rewriting: nothing reads the client's address, and kube-scheduler and the API server
     # call directly (uvicorn's ProxyHeadersMiddleware would otherwise wrap every call)
-    common = {"log_config": None, "log_level": settings.log_level, "access_log": False, "proxy_headers": False}
+    common = {"log_config": None, "log_level": settings.log_level, "access_log": False, "proxy_headers": False,
+              "timeout_keep_alive": KEEP_ALIVE}
     tls = {"ssl_certfile": settings.tls_cert, "ssl_keyfile": settings.tls_key}
     out = [uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, **tls, **common))]
     verbs, debug = app.state.listeners.get("verbs"), app.state.listeners.get("debug")

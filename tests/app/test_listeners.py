@@ -173,3 +173,18 @@ def test_the_service_serves_on_uvloop_as_uvicorn_run_would(monkeypatch):
     monkeypatch.setattr(listeners, "_serve_all", serve_all)
     listeners.run(create_app(Settings()), Settings())
     assert seen == [(uvloop.Loop, 1)]
+
+
+def test_idle_connections_outlive_the_go_clients_idle_timeout(tmp_path):
+    """kube-scheduler's extender client and the API server's webhook client keep idle connections 90 s (Go's
+    http.DefaultTransport): every listener keeps them longer, so the client closes first (a server closing at
+    uvicorn's default 5 s races the next POST, which Go does not replay, and costs a new TLS handshake)."""
+    from app.listeners import servers
+
+    certs = Certificates(tmp_path)
+    cert, key = certs.issue("serving", "/CN=tas-extender", server=True)
+    settings = Settings(kubeconfig="kubeconfig", tls_cert=str(cert), tls_key=str(key), client_ca=str(certs.ca_crt))
+    app = create_app(Settings())
+    app.state.listeners.update(verbs=app, debug=app)           # as create_app keeps them apart in a cluster
+    listening = servers(app, settings)
+    assert len(listening) == 3 and all(server.config.timeout_keep_alive > 90 for server in listening)
