@@ -217,10 +217,14 @@ class Profiler:
     """Where the service's CPU goes, by part: `--py-spy FILE` starts the service under `py-spy record`
     (`pip install py-spy`; attaching to a running process is not allowed here) through the harness's
     TAS_E2E_WRAP, for the whole run (`--kinds gangs` to profile gang rounds only); py-spy writes FILE when
-    the service stops. Each on-CPU sample counts for the innermost frame matching one of PARTS."""
+    the service stops. Each on-CPU sample counts for the innermost frame matching one of PARTS. On a loaded
+    machine py-spy counts a thread that is runnable but waiting for a core as on CPU, so blocking reads (a
+    watch waiting for its next event) inflate "TLS": docs/benchmarks.md (issue 31, second pass) has the
+    per-thread split from /proc instead."""
     PARTS = [("watch decoding", ("app/kube/sync", "kubernetes/watch", "app/kube/client")),
-             ("webhook", ("app/webhook",)), ("bind (API write)", ("app/extender/binding", "app/kube/writer")),
-             ("filter", ("gang.py", "member_wait", "refusal_cache", "planning.py")),
+             ("webhook", ("app/webhook", "app/http/webhook")),
+             ("bind (API write)", ("app/scheduling/binding", "app/kube/writer")),
+             ("filter", ("app/scheduling/engine", "member_wait", "refusal_cache", "planning.py", "topology/planner")),
              ("prioritize", ("scores.py",)), ("state updates", ("app/state",)),
              ("metrics", ("prometheus_client",)), ("logging", ("logging/", "app/logs")),
              ("TLS", ("ssl.py", "_ssl")), ("HTTP server (uvicorn)", ("uvicorn", "httptools", "starlette", "fastapi")),
