@@ -97,6 +97,20 @@ def _podgroup_identity(pod: Mapping, podgroup: Mapping, pods: Sequence[Mapping],
                        list(tree.warnings))
 
 
+def podgroup_identities(podgroup: Mapping, pods: Sequence[Mapping], topologies: Mapping[str, TopologyTree] | None,
+                        tree: GroupTree | None = None) -> dict[str, PodIdentity]:
+    """identify_pod of every pod of `pods` that belongs to `podgroup`, by pod name, in one pass over them:
+    each pod's slot is its position among its leaf's pods, so asking pod by pod walks all of them each time
+    (O(n^2) for a gang). Raises GroupingError as identify_pod does for the group (a bad subgroup label)."""
+    tree = tree or group_podgroup(podgroup, pods, topologies)
+    out: dict[str, PodIdentity] = {}
+    for leaf in [g.name for g in tree.groups() if g.is_leaf]:
+        for position, member in enumerate(leaf_pods(leaf, pods, podgroup, tree)):
+            out[(member.get("metadata") or {}).get("name")] = PodIdentity(
+                tree, tree.key, tree.name, Slot(leaf, position), leaf, None, None, tree.topology, list(tree.warnings))
+    return out
+
+
 def identify_pod(pod: Mapping, owner: Mapping, topologies: Mapping[str, TopologyTree] | None = None,
                  pods: Sequence[Mapping] = (), trees: Sequence[GroupTree] | None = None,
                  shape: WorkloadShape | None = None) -> PodIdentity | None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from grouper import GroupingError, group_workload
 from grouper.kinds import WorkloadShape, workload_shape
+from grouper.names import KAI_PODGROUP_ANNOTATION, KAI_SUBGROUP_LABEL, SP_PODGROUP_LABEL
 from topology.groups import GroupTree
 from topology.tree import TopologyTree
 
@@ -26,6 +27,15 @@ def version(obj: Mapping) -> tuple:
     labels = metadata.get("labels") or {}
     return (metadata.get("uid"), metadata.get("namespace"), metadata.get("name"), metadata.get("resourceVersion"),
             tuple(sorted(labels.items())) if not metadata.get("resourceVersion") else None)
+
+
+def podgroup_member_key(pod: Mapping) -> tuple:
+    """What a PodGroup's grouping reads of a member pod: its name and the labels and annotation that say
+    which PodGroup and subgroup it joins, and its spec by generation (bumped on every spec change)."""
+    metadata = pod.get("metadata") or {}
+    labels, annotations = metadata.get("labels") or {}, metadata.get("annotations") or {}
+    return (metadata.get("name") or "", metadata.get("uid"), metadata.get("generation"), labels.get(KAI_SUBGROUP_LABEL),
+            labels.get(SP_PODGROUP_LABEL), annotations.get(KAI_PODGROUP_ANNOTATION))
 
 
 class _Grouped:

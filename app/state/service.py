@@ -33,7 +33,7 @@ from ..metrics import Metrics
 from ..ports import WATCHED_KINDS, ClusterWriter, EventType, WatchedKind, watches
 from ..settings import Settings
 from .changes import NodeChanges
-from .identities import IdentityCache
+from .identities import IdentityCache, podgroup_member_key
 from .objects import ObjectCache
 from .plans import (BOUND, DONE, GANG_BOUND, PLANNED, UNPLACED, GangPlan, PlanStore, SlotState, parse_slot,
                     reservation_key)
@@ -98,6 +98,10 @@ class ServiceState:
         # grouper answers (the engine's and the webhook's), always with the cluster's PriorityClasses
         self.identities = IdentityCache(lambda: self.objects.list("PriorityClass"))
         self.podgroup_pods: dict[tuple[str, str], dict[str, Mapping]] = {}  # (namespace, group) -> pods
+        # (namespace, group) -> a number that changes whenever a member joins, leaves or changes what its
+        # grouping reads (never repeated: identities are cached per member set by it)
+        self.podgroup_versions: dict[tuple[str, str], int] = {}
+        self._podgroup_counter = 0
         self.workload_pods = WorkloadPods()      # live pods per workload (a gang waits for all of them)
         self._dirty = True
         self._settle: threading.Timer | None = None          # the pending rebuild of a stale model
@@ -138,6 +142,7 @@ class ServiceState:
             if kind.kind == "Pod":
                 self._reindex_bound()
                 self.podgroup_pods.clear()
+                self.podgroup_versions.clear()
                 for pod in objects:
                     self._index_podgroup("ADDED", pod)
                 self.workload_pods.replace(objects)
@@ -393,14 +398,26 @@ class ServiceState:
         namespace = metadata.get("namespace") or "default"
         names = {(metadata.get("annotations") or {}).get(PODGROUP_KEYS[0]),
                  (metadata.get("labels") or {}).get(PODGROUP_KEYS[1]), scheduling_group(pod)} - {None, ""}
+        name = metadata.get("name")
         for group in names:
+            key = (namespace, group)
             if event != "DELETED":
-                self.podgroup_pods.setdefault((namespace, group), {})[metadata.get("name")] = pod
+                members = self.podgroup_pods.setdefault(key, {})
+                before = members.get(name)
+                members[name] = pod
+                if before is None or podgroup_member_key(before) != podgroup_member_key(pod):
+                    self._podgroup_changed(key)
                 continue
-            members = self.podgroup_pods.get((namespace, group), {})
-            members.pop(metadata.get("name"), None)
+            members = self.podgroup_pods.get(key, {})
+            if members.pop(name, None) is not None:
+                self._podgroup_changed(key)
             if not members:
-                self.podgroup_pods.pop((namespace, group), None)   # the group's last pod: forget the group
+                self.podgroup_pods.pop(key, None)   # the group's last pod: forget the group
+                self.podgroup_versions.pop(key, None)
+
+    def _podgroup_changed(self, key: tuple[str, str]) -> None:
+        self._podgroup_counter += 1
+        self.podgroup_versions[key] = self._podgroup_counter
 
     def _reindex_bound(self) -> None:
         self.bound.clear()
@@ -505,6 +522,7 @@ class ServiceState:
                          "status": {**(pod.get("status") or {}), "phase": (pod.get("status") or {}).get("phase") or "Pending"}}
             self._bound_locally[pod_key(pod)] = node
             self.objects.apply(POD_KIND, "MODIFIED", bound_pod)
+            self._index_podgroup("MODIFIED", bound_pod)          # the same copy as objects, as the watch's would be
             self._on_pod("MODIFIED", bound_pod)
 
     def find_pod(self, namespace: str, name: str) -> Mapping | None:

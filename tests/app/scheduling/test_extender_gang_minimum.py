@@ -197,3 +197,65 @@ def test_a_podgroup_is_grouped_once_per_member_set_not_once_per_call():
             filter_(client, pod)                   # a late retry of a bound pod
     assert len(set(placed)) == 8
     assert len(calls) == 1                         # the eighth pod completes the set: one grouping
+
+
+def test_a_podgroup_pods_slot_is_found_once_per_member_set_not_by_walking_every_member_per_call():
+    """Issue 31: a PodGroup pod's slot is its position among its leaf's pods. Found pod by pod, each of a gang's
+    filter and bind calls walked every member (8 ms a call at 256 members, O(pods^2) per gang); the slots of
+    all members are found at once per member set, and agree with finding them one by one."""
+    from unittest.mock import patch
+
+    import grouper.identity as identity_module
+    import grouper.podgroups as podgroups_module
+    from app.scheduling import planning
+    from grouper import identify_pod
+
+    client = make_client(kai_podgroup("pg-z", 8))
+    state = service(client)
+    pods = [kai_member("pg-z", i) for i in range(8)]
+    for pod in pods:
+        filter_(client, pod)                       # delivered as the watch would; the last one plans the gang
+    walks = []
+    real = podgroups_module.leaf_pods
+
+    def counted(*args, **kwargs):
+        walks.append(1)
+        return real(*args, **kwargs)
+    with patch.object(identity_module, "leaf_pods", counted), patch.object(podgroups_module, "leaf_pods", counted):
+        placed = [schedule(client, pod) for pod in reversed(pods)]
+        for pod in pods:
+            filter_(client, pod)                   # late retries of bound pods
+    assert len(set(placed)) == 8
+    assert len(walks) <= 2                         # one member set: its grouping and its slots, once each
+    workload = state.objects.get("PodGroup", "team-a", "pg-z", group="scheduling.run.ai")
+    for pod in pods:
+        watched = state.find_pod("team-a", pod["metadata"]["name"])
+        others = [p for p in state.podgroup_pods[("team-a", "pg-z")].values() if p is not watched]
+        assert planning.identify(state, watched).slot == identify_pod(watched, workload, state.cluster.topologies,
+                                                                      pods=others).slot
+
+
+def test_a_members_subgroup_change_moves_the_slots_found_at_once():
+    """The slots found at once are found again when a member's subgroup label changes (the member set's
+    version moves), and a pod the index does not hold is identified alone."""
+    import copy
+
+    from app.scheduling import planning
+    from app.state import POD_KIND
+
+    group = kai_podgroup("pg-s", 2)
+    group["spec"]["subGroups"] = [{"name": "a", "minMember": 1}, {"name": "b", "minMember": 1}]
+    client = make_client(group)
+    state = service(client)
+    pods = [kai_member("pg-s", i) for i in range(2)]
+    for pod in pods:
+        pod["metadata"]["labels"] = {"kai.scheduler/subgroup-name": "a"}
+        state.apply(POD_KIND, "ADDED", copy.deepcopy(pod))
+    first = state.find_pod("team-a", "pg-s-1")
+    assert planning.identify(state, first).slot.role == "a"
+    moved = copy.deepcopy(first)
+    moved["metadata"]["labels"] = {"kai.scheduler/subgroup-name": "b"}
+    state.apply(POD_KIND, "MODIFIED", moved)
+    assert planning.identify(state, state.find_pod("team-a", "pg-s-1")).slot.role == "b"
+    assert planning.identify(state, state.find_pod("team-a", "pg-s-0")).slot.role == "a"
+    assert planning.identify(state, copy.deepcopy(moved)).slot.role == "b"       # a copy: identified alone
