@@ -3,6 +3,7 @@
     python benchmarks/bench_extender.py            # 5,000 and 20,000 nodes (about a minute)
     python benchmarks/bench_extender.py --quick    # 5,000 nodes only
     python benchmarks/bench_extender.py --first-filter [--profile]   # 1,024-pod gangs, 16,384 nodes
+    python benchmarks/bench_extender.py --podgroup     # per-pod filter + bind, KAI PodGroups of 16 and 400 pods
 
 Requests go through the whole ASGI app (routing, body limit, orjson parse, pydantic validation, the
 gang logic, orjson answer), called directly in process, so the figures are the service's own time
@@ -114,7 +115,8 @@ class Bench:
         if self.bare is not None and not bare_first:
             await self.call_bare(body)
         if not answer["NodeNames"]:
-            raise SystemExit(f"no node for {pod['metadata']['name']}: {set(answer['FailedNodes'].values())}")
+            raise SystemExit(f"no node for {pod['metadata']['name']}: {answer['Error']} "
+                             f"{set(answer['FailedNodes'].values()) | set((answer.get('FailedAndUnresolvableNodes') or {}).values())}")
         passing = answer["NodeNames"]
         body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": passing})
         scores = orjson.loads(await self.call("prioritize", body))
@@ -233,6 +235,40 @@ async def first_filter(node_count: int, pods: int, gangs: int, profile: bool = F
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(r"(app|topology|grouper)/", 40)
 
 
+def kai_podgroup_gang(name: str, pods: int) -> list[dict]:
+    """A KAI PodGroup of `pods` 1-GPU pods that must share one block, and its pods (named by annotation)."""
+    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": "bench", "uid": f"uid-{name}", "resourceVersion": "1"},
+             "spec": {"minMember": pods, "topologyConstraint": {"topology": "default", "requiredTopologyLevel": "block"}}}
+    members = [{"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"{name}-{i:04d}", "namespace": "bench", "uid": f"uid-{name}-{i}",
+                             "resourceVersion": "1", "annotations": {"pod-group-name": name}},
+                "spec": {"schedulerName": "tas-scheduler", "containers": [{"name": "main", "image": "trainer",
+                         "resources": {"limits": {GPU: "1"}, "requests": {GPU: "1"}}}]},
+                "status": {"phase": "Pending"}} for i in range(pods)]
+    return [group, *members]
+
+
+async def podgroup_gangs(node_count: int, sizes: tuple[int, ...]) -> None:
+    """Filter and bind of every pod of a KAI PodGroup gang, small and large in the same run: a pod's slot is its
+    place among the PodGroup's pods, so a per-pod cost that grows with the gang is O(pods^2) per gang
+    (issue 31). Target: the large gang's per-pod filter and bind within 1.5x the small one's."""
+    medians = {}
+    for size in sizes:
+        objects = synth_cluster_objects(node_count, **SHAPE) + kai_podgroup_gang(f"pg-{size}", size)
+        app = create_app(Settings(log_level="warning"), objects=objects, serving=True)
+        bench = Bench(app, list(app.state.service.cluster.node_names))
+        for pod in objects[-size:]:
+            await bench.schedule(pod)
+        medians[size] = {verb: statistics.median(bench.times[verb]) for verb in ("filter", "bind")}
+        print(f"KAI PodGroup of {size:4d} pods, {node_count:,} nodes: filter {ms(bench.times['filter'])}; "
+              f"bind {ms(bench.times['bind'])}")
+    small, large = medians[sizes[0]], medians[sizes[-1]]
+    ratio = max(large[verb] / small[verb] for verb in ("filter", "bind"))
+    print(f"  per-pod cost, {sizes[-1]}-pod gang / {sizes[0]}-pod gang: {ratio:.2f}x (target <= 1.5x: "
+          f"{'met' if ratio <= 1.5 else 'MISSED'})")
+
+
 def over_http(node_count: int, gangs: int, gang_pods: int) -> None:
     """The same gang pods end to end: `tas-extender serve --cluster` in its own process, one keep-alive
     HTTP connection from here (the client's own JSON work counts in this figure)."""
@@ -297,7 +333,12 @@ def main() -> None:
     parser.add_argument("--first-filter", action="store_true",
                         help="only the first filter of 1,024-pod gangs on 16,384 nodes")
     parser.add_argument("--profile", action="store_true", help="cProfile the first filters (with --first-filter)")
+    parser.add_argument("--podgroup", action="store_true",
+                        help="only filter + bind per pod of 16- and 400-pod KAI PodGroup gangs on 5,000 nodes")
     args = parser.parse_args()
+    if args.podgroup:
+        asyncio.run(podgroup_gangs(5_000, (16, 400)))
+        return
     if args.first_filter:
         for segment in (8, 16):              # this benchmark's shape, and issue 31's (segments of 16 per rack)
             asyncio.run(first_filter(16_384, pods=1024, gangs=5, profile=args.profile, segment=segment))
