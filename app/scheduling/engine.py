@@ -405,7 +405,8 @@ class GangScheduler:
                     continue
                 entry = troubled.setdefault(plan.key, (plan, [], []))
                 if slot_state.status == BOUND:
-                    state.book.note(plan, f"bound pod {slot_state.pod} ({slot_state.slot}) runs on {name}, which is {why}")
+                    state.book.note(plan, f"bound pod {slot_state.pod} ({slot_state.slot}) runs on {name}, "
+                                          f"which is {why}")
                 else:
                     entry[1].append(slot_state.slot)
                     entry[2].append(f"{name} {why}")

@@ -271,7 +271,8 @@ class Preemptor:
             return
         book.hold_for_preemption(plan, result.plan)
         book.set_preemption(plan, preemption.to_json(state))
-        book.note(plan, f"preempting {len(result.victims)} pods in {result.level} {preemption.place}: {result.explanation}")
+        book.note(plan, f"preempting {len(result.victims)} pods in {result.level} {preemption.place}: "
+                        f"{result.explanation}")
         self.active[plan.key] = preemption
         self.queue.append(preemption)
         self.counter.labels("chosen").inc()

@@ -93,8 +93,9 @@ class ServiceState:
         self.synced_once = False
         self.served_versions: dict[tuple[str, str], str] = {}    # (group, kind) -> version the source lists
         # the one writer of gang plans and slots (app/state/gangs.py): the engine and the events below
-        self.book = GangBook(lambda: self._cluster, self.changes, lambda: self.clock(), lambda: self.settings.reservation_ttl,
-                             self._changed, lambda key: self.find_pod(*key.split("/", 1)))
+        self.book = GangBook(lambda: self._cluster, self.changes, lambda: self.clock(),
+                             lambda: self.settings.reservation_ttl, self._changed,
+                             lambda key: self.find_pod(*key.split("/", 1)))
         self._bound_locally: dict[str, str] = {}                  # pod key -> node, until the watch says so
         # grouper answers (the engine's and the webhook's), always with the cluster's PriorityClasses
         self.identities = IdentityCache(lambda: self.objects.list("PriorityClass"))

@@ -133,8 +133,10 @@ def test_scenarios_write_plans_and_slots_only_through_the_book(writes_outside_th
     from test_service_stateful import ServiceUnderEvents
     run_state_machine_as_test(ServiceUnderEvents, settings=hypothesis_settings(
         max_examples=10, stateful_step_count=40, deadline=None))
-    for scenario in (preemption.test_seed_story_end_to_end, preemption.test_refused_eviction_picks_again_without_that_gang,
-                     preemption.test_dry_run_only_reports, preemption.test_the_hold_survives_a_cluster_rebuild_while_victims_terminate,
+    for scenario in (preemption.test_seed_story_end_to_end,
+                     preemption.test_refused_eviction_picks_again_without_that_gang,
+                     preemption.test_dry_run_only_reports,
+                     preemption.test_the_hold_survives_a_cluster_rebuild_while_victims_terminate,
                      moves.test_a_pod_of_another_scheduler_on_a_reserved_node_moves_the_unbound_slots_inside_the_domain,
                      moves.test_a_job_scaled_down_drops_its_plan_and_one_scaled_up_or_only_updated_keeps_it):
         scenario()
