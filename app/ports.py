@@ -7,23 +7,15 @@ Objects are plain dicts shaped as the API server serves them (apiVersion, kind, 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Literal, Protocol
 
+
+from grouper.kinds import WatchedKind
+from grouper.kinds import watched as registered_kinds
+
+__all__ = ["WatchedKind"]     # defined beside the workload kinds that declare what they need watched
+
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
-
-
-@dataclass(frozen=True)
-class WatchedKind:
-    group: str            # "" for the core group
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
 
 
 NATIVE_KINDS: tuple[WatchedKind, ...] = (
@@ -35,39 +27,40 @@ NATIVE_KINDS: tuple[WatchedKind, ...] = (
     WatchedKind("scheduling.k8s.io", "v1alpha3", "compositepodgroups", "CompositePodGroup", True),
 )
 
-# Everything the service watches (plus Settings.extra_kinds). Kinds whose CRD is not installed are skipped
-# by the source.
-WATCHED_KINDS: tuple[WatchedKind, ...] = (
+# What the service watches besides the workload kinds: the cluster (nodes, pods, topologies) and what
+# preemption and priorities read.
+CLUSTER_KINDS: tuple[WatchedKind, ...] = (
     WatchedKind("", "v1", "nodes", "Node", False),
     WatchedKind("", "v1", "pods", "Pod", True),
     WatchedKind("kai.scheduler", "v1alpha1", "topologies", "Topology", False),
     WatchedKind("kueue.x-k8s.io", "v1beta2", "topologies", "Topology", False),
     WatchedKind("kueue.x-k8s.io", "v1beta1", "topologies", "Topology", False),
     WatchedKind("topology.volcano.sh", "v1alpha1", "hypernodes", "HyperNode", False),
-    WatchedKind("batch", "v1", "jobs", "Job", True),
-    WatchedKind("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob", True),
-    WatchedKind("kubeflow.org", "v1", "tfjobs", "TFJob", True),
-    WatchedKind("kubeflow.org", "v1", "jaxjobs", "JAXJob", True),
-    WatchedKind("kubeflow.org", "v1", "xgboostjobs", "XGBoostJob", True),
-    WatchedKind("kubeflow.org", "v2beta1", "mpijobs", "MPIJob", True),
-    WatchedKind("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True),
-    WatchedKind("apps", "v1", "statefulsets", "StatefulSet", True),
-    WatchedKind("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True),
-    WatchedKind("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", True),
-    WatchedKind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True),
+)
+POLICY_KINDS: tuple[WatchedKind, ...] = (
     WatchedKind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
     WatchedKind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True),
-    # native gangs (Kubernetes v1.36 alpha, v1.37 beta): the first version served wins, none is watched when
-    # the API server serves none (the feature gates are off)
-    *NATIVE_KINDS,
 )
 
 
+def _all_kinds() -> tuple[WatchedKind, ...]:
+    """The cluster kinds, every registered workload kind's (grouper/kinds/), the policy kinds, then the
+    native gangs (Kubernetes v1.36 alpha, v1.37 beta: the first version served wins, none is watched when the
+    API server serves none, i.e. the feature gates are off)."""
+    return (*CLUSTER_KINDS, *registered_kinds(), *POLICY_KINDS, *NATIVE_KINDS)
+
+
+# Everything the service watches (plus Settings.extra_kinds), as registered at start. Kinds whose CRD is not
+# installed are skipped by the source.
+WATCHED_KINDS: tuple[WatchedKind, ...] = _all_kinds()
+
+
 def watched_kinds(extra: Iterable[WatchedKind] = ()) -> tuple[WatchedKind, ...]:
-    """WATCHED_KINDS followed by the extra kinds that are not among them already."""
-    known = {(k.group, k.version, k.plural) for k in WATCHED_KINDS}
+    """Every kind watched (kinds registered since start included), then the extra kinds not among them."""
+    known_kinds = _all_kinds()
+    known = {(k.group, k.version, k.plural) for k in known_kinds}
     added = [k for k in dict.fromkeys(extra) if (k.group, k.version, k.plural) not in known]
-    return WATCHED_KINDS + tuple(added)
+    return known_kinds + tuple(added)
 
 
 def watches(kinds: Iterable[WatchedKind], api_group: str, kind: str) -> bool:

@@ -9,9 +9,9 @@ from topology.groups import GroupTree, SegmentInfo, Slot
 from topology.tree import TopologyTree
 
 from . import names
-from .errors import GroupingError, describe
-from .names import STATEFULSET_POD_INDEX
-from .kinds import RoleTemplate, WorkloadShape, parse_int, workload_shape
+from .errors import describe
+from .kinds import RoleTemplate, WorkloadShape, workload_shape
+from .kinds.pods import index_of, labels_of, pod_error
 from .podgroups import belongs, group_podgroup, is_podgroup, leaf_pods, pod_subgroup
 from .workloads import group_workload
 
@@ -33,100 +33,26 @@ class PodIdentity:
     native_key: str | None = None    # its native PodGroup's topology key: kube-scheduler offers one domain of it at a time
 
 
-def _labels(pod: Mapping) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("labels") or {}
-
-
-def _annotations(pod: Mapping) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("annotations") or {}
-
-
-def _pod_error(pod: Mapping, message: str) -> GroupingError:
-    metadata = pod.get("metadata") or {}
-    name = metadata.get("name") or metadata.get("generateName") or "<unnamed>"
-    return GroupingError(f"Pod {metadata.get('namespace') or 'default'}/{name}: {message}")
-
-
-def _int_label(pod: Mapping, key: str, value) -> int:
-    number = parse_int(value)
-    if number is None or number < 0:
-        raise _pod_error(pod, f"label {key}={value!r} is invalid; expected a non-negative integer")
-    return number
-
-
 def _role_of(pod: Mapping, workload: Mapping, shape: WorkloadShape) -> RoleTemplate:
-    labels = _labels(pod)
-    if shape.family == "lws":
-        return shape.roles[0] if _lws_worker_index(pod) == 0 else shape.roles[-1]
-    key = {"kubeflow": names.KF_REPLICA_TYPE, "jobset": names.JOBSET_REPLICATED_JOB}.get(shape.family)
+    if shape.kind.pod_role is not None:
+        return shape.kind.pod_role(pod, shape)
+    labels = labels_of(pod)
+    key = shape.kind.role_label
     if key is None or (len(shape.roles) == 1 and key not in labels):
         return shape.roles[0]
     value = labels.get(key)
     role = shape.role(str(value).lower()) if value is not None else None
     if role is None:
         valid = ", ".join(role.name for role in shape.roles)
-        raise _pod_error(pod, f"label {key}={value!r} does not name a role of {describe(workload)}; "
-                              f"valid: {valid}")
+        raise pod_error(pod, f"label {key}={value!r} does not name a role of {describe(workload)}; "
+                             f"valid: {valid}")
     return role
 
 
-def _ordinal(pod: Mapping, prefix: str | None) -> int | None:
-    """A StatefulSet pod's ordinal: its pod-index label, else the number after `prefix-` in its name."""
-    labels = _labels(pod)
-    if labels.get(STATEFULSET_POD_INDEX) is not None:
-        return _int_label(pod, STATEFULSET_POD_INDEX, labels[STATEFULSET_POD_INDEX])
-    name = (pod.get("metadata") or {}).get("name") or ""
-    suffix = name[len(prefix) + 1:] if prefix and name.startswith(prefix + "-") else ""
-    return parse_int(suffix) if suffix.isascii() and suffix.isdigit() else None
-
-
-def _lws_worker_index(pod: Mapping) -> int:
-    """worker-index, set by the LWS pod webhook; when our webhook runs first, a worker's ordinal in its
-    group's StatefulSet (workers carry the leader-name annotation) and 0 for the leader."""
-    value = _labels(pod).get(names.LWS_WORKER_INDEX)
-    if value is not None:
-        return _int_label(pod, names.LWS_WORKER_INDEX, value)
-    leader = _annotations(pod).get(names.LWS_LEADER_NAME)
-    if leader is None:
-        return 0
-    ordinal = _ordinal(pod, leader)
-    if ordinal is None:
-        raise _pod_error(pod, f"label {names.LWS_WORKER_INDEX} is missing and the pod name does not end in "
-                              f"its ordinal")
-    return ordinal
-
-
-def _lws_group_index(pod: Mapping, lws: Mapping) -> int | None:
-    value = _labels(pod).get(names.LWS_GROUP_INDEX)
-    if value is not None:
-        return _int_label(pod, names.LWS_GROUP_INDEX, value)
-    if _annotations(pod).get(names.LWS_LEADER_NAME) is None:      # a leader: its leader-StatefulSet ordinal
-        return _ordinal(pod, (lws.get("metadata") or {}).get("name"))
-    return None
-
-
-def _index_of(pod: Mapping, role: RoleTemplate) -> int | None:
-    if role.index_label is None:
-        return role.index_offset if role.replicas == 1 else None
-    if role.index_label == names.LWS_WORKER_INDEX:
-        return _lws_worker_index(pod)
-    value = _labels(pod).get(role.index_label, _annotations(pod).get(role.index_label))
-    if value is None:
-        if role.replicas == 1:
-            return role.index_offset
-        raise _pod_error(pod, f"label {role.index_label} (the index label of {role.field}) is missing")
-    return _int_label(pod, role.index_label, value)
-
-
-def _pick_tree(pod: Mapping, workload: Mapping, trees: list[GroupTree], shape: WorkloadShape) -> GroupTree:
-    if shape.family != "lws":
+def _pick_tree(pod: Mapping, workload: Mapping, trees: Sequence[GroupTree], shape: WorkloadShape) -> GroupTree:
+    if shape.kind.pod_gang is None:
         return trees[0]
-    group = _lws_group_index(pod, workload)
-    if group is None or group >= len(trees):
-        value = _labels(pod).get(names.LWS_GROUP_INDEX)
-        raise _pod_error(pod, f"label {names.LWS_GROUP_INDEX}={value!r} is invalid; expected 0 to {len(trees) - 1} "
-                              f"(the groups of {describe(workload)})")
-    return trees[group]
+    return trees[shape.kind.pod_gang(pod, workload, len(trees))]
 
 
 def _workload_identity(pod: Mapping, workload: Mapping, topologies: Mapping[str, TopologyTree] | None,
@@ -138,7 +64,7 @@ def _workload_identity(pod: Mapping, workload: Mapping, topologies: Mapping[str,
     shape = workload_shape(workload) if shape is None else shape
     tree = _pick_tree(pod, workload, trees, shape)
     role = _role_of(pod, workload, shape)
-    index = _index_of(pod, role)
+    index = (shape.kind.pod_index or index_of)(pod, role)
     warnings = list(tree.warnings)
     if index is None:      # interchangeable pods: the role's leaf, no particular slot
         slot = Slot(role.name, UNINDEXED)
@@ -160,8 +86,8 @@ def _workload_identity(pod: Mapping, workload: Mapping, topologies: Mapping[str,
 def _podgroup_identity(pod: Mapping, podgroup: Mapping, pods: Sequence[Mapping],
                        topologies: Mapping[str, TopologyTree] | None, tree: GroupTree | None = None) -> PodIdentity:
     if not belongs(pod, podgroup):
-        raise _pod_error(pod, f"it names another PodGroup than {describe(podgroup)} (annotation "
-                              f"{names.KAI_PODGROUP_ANNOTATION} / label {names.SP_PODGROUP_LABEL})")
+        raise pod_error(pod, f"it names another PodGroup than {describe(podgroup)} (annotation "
+                             f"{names.KAI_PODGROUP_ANNOTATION} / label {names.SP_PODGROUP_LABEL})")
     name = (pod.get("metadata") or {}).get("name")
     everyone = [p for p in pods if (p.get("metadata") or {}).get("name") != name] + [pod]
     tree = tree or group_podgroup(podgroup, everyone, topologies)

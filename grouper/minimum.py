@@ -8,9 +8,7 @@ from collections.abc import Mapping
 
 from topology.groups import GroupTree
 
-# Controllers that create every pod of the gang without waiting for earlier pods to run (StatefulSets with
-# OrderedReady and LWS with LeaderReady wait, so their gangs are planned at their first pod instead).
-ALL_AT_ONCE = ("Job", "JobSet", "PyTorchJob", "TFJob", "JAXJob", "XGBoostJob")
+from .kinds import kind_named
 
 
 def members(tree: GroupTree) -> tuple[int, int]:
@@ -29,41 +27,25 @@ def waiting_message(tree: GroupTree, exist: int, need: int) -> str:
 
 def creates_all_at_once(workload: Mapping | None) -> bool:
     """Whether the workload's controller creates all of the gang's pods without waiting for some to run
-    (a JobSet started in order, or with dependsOn, waits for its earlier jobs)."""
-    if workload is None or workload.get("kind") not in ALL_AT_ONCE:
-        return False
-    return not (workload.get("kind") == "JobSet" and _jobset_in_order(workload.get("spec") or {}))
+    (its kind's `all_at_once`: a Job, a JobSet not started in order, the training operator's jobs)."""
+    kind = kind_named(workload.get("kind")) if workload is not None else None
+    return kind is not None and kind.all_at_once(workload)
 
 
 def creates_one_after_another(workload: Mapping | None) -> bool:
-    """Whether the controller creates some of the gang's pods only once earlier ones run or are ready: a
-    StatefulSet with OrderedReady (its default), an LWS with LeaderReady, a JobSet started in order or with
-    dependsOn, an MPIJob whose launcher waits for its workers. Such a gang runs below its minimum for as
-    long as its first pods take to start."""
-    if workload is None:
-        return False
-    kind, spec = workload.get("kind"), workload.get("spec") or {}
-    return (kind == "StatefulSet" and spec.get("podManagementPolicy") != "Parallel"
-            or kind == "LeaderWorkerSet" and spec.get("startupPolicy") == "LeaderReady"
-            or kind == "JobSet" and _jobset_in_order(spec)
-            or kind == "MPIJob" and spec.get("launcherCreationPolicy") == "WaitForWorkersReady")
-
-
-def _jobset_in_order(spec: Mapping) -> bool:
-    ordered = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
-    return ordered or any(job.get("dependsOn") for job in spec.get("replicatedJobs") or [])
+    """Whether the controller creates some of the gang's pods only once earlier ones run or are ready (its
+    kind's `one_after_another`: a StatefulSet with OrderedReady, an LWS with LeaderReady, a JobSet started in
+    order or with dependsOn, an MPIJob whose launcher waits for its workers). Such a gang runs below its
+    minimum for as long as its first pods take to start."""
+    kind = kind_named(workload.get("kind")) if workload is not None else None
+    return kind is not None and kind.one_after_another(workload)
 
 
 def still_to_run(workload: Mapping) -> int | None:
-    """A Job's completions not yet succeeded: its controller never creates more pods than that (the last
-    pods of a Job with completions above its parallelism)."""
-    if workload.get("kind") != "Job":
-        return None
-    completions = (workload.get("spec") or {}).get("completions")
-    succeeded = (workload.get("status") or {}).get("succeeded") or 0
-    if not isinstance(completions, int) or not isinstance(succeeded, int):
-        return None
-    return max(completions - succeeded, 1)
+    """How many pods the workload's controller will still create, when its kind knows (a Job's completions
+    not yet succeeded)."""
+    kind = kind_named(workload.get("kind"))
+    return kind.still_to_run(workload) if kind is not None else None
 
 
 def workload_members(tree: GroupTree, exist: int, workload: Mapping) -> tuple[int, int]:

@@ -542,6 +542,18 @@ def test_extender_can_read_every_watched_kind():
             assert allows(rules, kind.group, kind.plural, verb), f"cannot {verb} {kind.plural}.{kind.group}"
 
 
+def test_every_registered_workload_kind_has_its_rbac_line():
+    """Adding a kind is one file in grouper/kinds/ plus its ClusterRole line: the registry is what is watched."""
+    from grouper.kinds import KINDS
+    rules = extender_cluster_rules(installed())
+    for workload_kind in KINDS:
+        for api in workload_kind.watch:
+            assert api in WATCHED_KINDS
+            for verb in ("get", "list", "watch"):
+                assert allows(rules, api.group, api.plural, verb), \
+                    f"{workload_kind.name}: the ClusterRole cannot {verb} {api.plural}.{api.group}"
+
+
 def test_extender_can_bind_annotate_evict_and_record_events():
     rules = extender_cluster_rules(installed())
     for group, resource, verb in EXTENDER_WRITES:

@@ -9,8 +9,6 @@ from .groups import GroupTree, Slot
 from .resources import ResourceIndex
 from .tree import TopologyTree
 
-STRATEGIES = ("binpack", "spread")
-
 
 @dataclass
 class PlanInput:
@@ -22,12 +20,15 @@ class PlanInput:
     requests: dict[str, np.ndarray]        # role -> request row
     usable: dict[str, np.ndarray]          # role -> bool mask over nodes
     bound: dict[Slot, int] = field(default_factory=dict)     # slots already running -> node index
-    strategy: str = "binpack"
+    strategy: str = "binpack"             # a placement policy's name (planner/policies/; the gang's own wins)
     # Per level, a bool mask over domains that hold pods of other gangs (for exclusive placement).
     occupied: list[np.ndarray] | None = None
     excluded: dict[str, int] = field(default_factory=dict)   # reason -> nodes excluded (for refusals)
     unplaceable: dict[str, str] = field(default_factory=dict)  # role -> why no node can ever hold it
     allocatable: np.ndarray | None = None  # node x resource when empty: refusals say "can never fit"
+    # role -> the nodes the pod's own rules allow, before this attempt's candidates and pod affinity narrow
+    # `usable`: "can never fit" is judged on these (None: on `usable`)
+    possible: dict[str, np.ndarray] | None = None
     search_budget: int | None = None       # candidate tries before the search turns greedy (None: automatic)
     # Roles of which one node may hold only a few pods, whatever its room (required pod anti-affinity on the
     # hostname, host ports: 1; topology spread on the hostname: maxSkew): role -> that many.

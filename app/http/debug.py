@@ -19,7 +19,7 @@ from topology.fragmentation import ShapeError
 from .. import fragmentation
 from ..scheduling import native_groups
 from ..scheduling.preemptor import running_gangs
-from ..scheduling.whatif import UnknownGang
+from ..scheduling.whatif import UnknownGang, unplanned_gangs
 from ..scheduling.whatif import closest as closest_domains_of
 from ..scheduling.whatif import whatif as advice_for
 from ..state.objects import metadata_problem, pod_shape_problem
@@ -92,6 +92,7 @@ def plans(request: Request) -> dict:
     with service.lock:
         return {"plans": service.plans.to_json(), "counts": service.plans.status_counts(), "now": service.clock(),
                 "native": native_groups.problems(service),
+                "unplanned": unplanned_gangs(service),
                 "reservations": service.plans.reservation_count(),
                 "settings": {"strategy": service.settings.strategy,
                              "reservation_ttl": service.settings.reservation_ttl,

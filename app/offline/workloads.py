@@ -56,7 +56,7 @@ def plain_gangs(workload: Mapping) -> list[GroupTree]:
     trees = []
     for group in range(shape.groups):
         members = range(group * per_group, (group + 1) * per_group)
-        name = podgroup_name(workload, group if shape.family == "lws" else None)
+        name = podgroup_name(workload, group if shape.kind.gangs is not None else None)
         trees.append(plain_gang(metadata.get("namespace") or "default", name, str(workload.get("kind")),
                                 [(slots[i], pods[i]["spec"]) for i in members]))
     return trees

@@ -6,6 +6,8 @@ It changes nothing.
 """
 from __future__ import annotations
 
+from datetime import datetime
+
 import numpy as np
 
 from topology.fragmentation import closest_domains, unit_resource, whole_free_nodes
@@ -14,10 +16,14 @@ from topology.preemption.advice import FITS, NEEDS_NODES
 from topology.preemption.domains import Demand, Domains
 
 from .admitted import admitted_tree
+from .engine import gang_summary
 from .planning import identify, plan_input
 from .preemptor import running_gangs, search_snapshot, searched
 from ..state import ServiceState
 from ..state.plans import GANG_REFUSED
+
+
+UNPLANNED = "unplanned"
 
 
 class UnknownGang(KeyError):
@@ -61,7 +67,7 @@ def _unplanned(state: ServiceState, gang: str, index=None) -> dict:
         known = ", ".join(sorted(p.key for p in state.plans)) or "none"
         raise UnknownGang(f"no plan and no pending pod for gang {gang} (a gang key namespace/pg-..., or its "
                           f"workload namespace/name); known gangs: {known}")
-    head = {"gang": tree.key, "status": "unplanned",
+    head = {"gang": tree.key, "status": UNPLANNED,
             "reason": "no pod of the gang reached the extender (kube-scheduler's own filters left no node)"}
     snapshot = search_snapshot(state, tree, index)
     node_names = list(state.cluster.node_names)
@@ -72,6 +78,59 @@ def _unplanned(state: ServiceState, gang: str, index=None) -> dict:
     advice = advise(inp, running, protected=set(guarded), occupied_count=others, refused=False)
     return {**head, **advice.to_json(node_names, inp.resources.names),
             "protected_by_budgets": dict(sorted(guarded.items())), "preemption": state.settings.preemption}
+
+
+def refused_by_kube_scheduler(pod) -> str | None:
+    """kube-scheduler's own message when it marked the pod unschedulable (condition PodScheduled False,
+    reason Unschedulable), else None."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
+                and condition.get("reason") == "Unschedulable":
+            return condition.get("message") or "unschedulable"
+    return None
+
+
+def unplanned_gangs(state: ServiceState) -> list[dict]:
+    """Gangs with no plan whose pending pods kube-scheduler marked unschedulable: its own filters left no
+    node, so the extender never heard of them. Shaped as `/debug/plans` entries (status `unplanned`) so the
+    page shows them beside the refused ones, with the same what-if advice. Call under the state lock."""
+    found: dict[str, dict] = {}
+    names = state.settings.scheduler_names
+    for pod in state.objects.list("Pod"):
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName") or spec.get("schedulerName", "default-scheduler") not in names:
+            continue
+        message = refused_by_kube_scheduler(pod)
+        if message is None:
+            continue
+        try:
+            ident = identify(state, pod)
+        except ValueError:                   # GroupingError: refused by our filter with its reason, if asked
+            continue
+        if ident is None or state.plans.get(ident.gang) is not None:
+            continue
+        created = _timestamp((pod.get("metadata") or {}).get("creationTimestamp"))
+        entry = found.get(ident.gang)
+        if entry is None:
+            tree = ident.tree
+            found[ident.gang] = entry = {
+                "gang": tree.key, "namespace": tree.namespace, "name": tree.name,
+                "workload": tree.workload or tree.name, "priority": tree.priority, "never_fits": False,
+                "kind": tree.kind, "status": UNPLANNED, "topology": tree.topology, "summary": gang_summary(tree),
+                "reason": f"no pod of the gang reached the extender: kube-scheduler's own filters left no node "
+                          f"({message})",
+                "pods": len(tree.slots()), "counts": {"pending": 0}, "created": created, "expires": None,
+                "groups": [], "warnings": []}
+        entry["counts"]["pending"] += 1
+        entry["created"] = min(entry["created"], created)
+    return sorted(found.values(), key=lambda e: (-e["priority"], e["created"], e["gang"]))
+
+
+def _timestamp(text) -> float:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _pending_gang(state: ServiceState, gang: str):

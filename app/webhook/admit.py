@@ -22,7 +22,7 @@ from app.state.identities import IdentityCache
 from app.state.objects import ObjectCache, pod_shape_problem
 from app.ports import WATCHED_KINDS, watches
 from grouper import GroupingError, OwnerRef, identify_pod, owner_of
-from grouper.kinds import family_of, workload_shape
+from grouper.kinds import kind_of, numbering_kinds, workload_shape
 from grouper.affinity import HOSTNAME
 from grouper.names import KUEUE_SLICE_SIZE, OPT_IN_ANNOTATIONS, POD_INDEX_LABEL, SEGMENT_SIZE
 from grouper.node_limit import unmodelled_spreads
@@ -37,7 +37,6 @@ from .mutate import injection_for, pod_mutation
 from .review import AdmissionRequest
 
 SEGMENT_SIZE_KEYS = (SEGMENT_SIZE, KUEUE_SLICE_SIZE)
-SUPPORTED_KINDS = "Indexed batch/v1 Job, PyTorchJob, TFJob, JAXJob, XGBoostJob, MPIJob, LeaderWorkerSet"
 
 
 @dataclass
@@ -206,8 +205,9 @@ def _owner_missing(pod: Mapping, owner: OwnerRef, context: Context, dry_run: boo
 
 
 def _always_grouped(owner: OwnerRef) -> bool:
-    """Kinds whose every workload may be a gang from root annotations alone (Jobs, kubeflow jobs, LWS)."""
-    return family_of({"apiVersion": owner.api_version, "kind": owner.kind}) in ("job", "kubeflow", "lws")
+    """Kinds whose every workload may be a gang from root annotations alone: those that number their pods
+    themselves (Jobs, kubeflow jobs, LWS; grouper/kinds/ `numbers_pods`)."""
+    return bool(kind_of({"apiVersion": owner.api_version, "kind": owner.kind}).numbers_pods)
 
 
 def _unwatched_owner(pod: Mapping, owner: OwnerRef) -> Decision:
@@ -221,7 +221,7 @@ def _unwatched_owner(pod: Mapping, owner: OwnerRef) -> Decision:
             f"{owner.kind} {owner.namespace}/{owner.name}: annotation {size_key}={annotations[size_key]!r} "
             f"is invalid here: {owner.kind} is not a supported kind and its pods carry no index; set "
             f"{POD_INDEX_LABEL} to the pod label that holds each pod's index, or use a supported kind "
-            f"({SUPPORTED_KINDS})", 422, "Invalid")
+            f"({numbering_kinds()})", 422, "Invalid")
     return Decision(warnings=_not_grouped_note(
         pod, f"its owner kind {owner.kind} is not watched by the extender (add it with --extra-kinds "
              f"<plural>.<group>/<version>={owner.kind})"))
@@ -251,4 +251,4 @@ def _segments_without_index(workload: Mapping, role_name: str) -> str | None:
     return (f"{workload.get('kind')} {metadata.get('namespace') or 'default'}/{metadata.get('name')}: annotation "
             f"{size_key}={role.annotations[size_key]!r} on {role.field} is invalid: the pods of this role carry "
             f"no index; set {POD_INDEX_LABEL} to the pod label that holds each pod's index, or use a kind that "
-            f"numbers its pods ({SUPPORTED_KINDS})")
+            f"numbers its pods ({numbering_kinds()})")

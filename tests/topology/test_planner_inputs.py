@@ -113,3 +113,24 @@ def test_checker_flags_broken_plans(demo_cluster):
     partial = {s: n for s, n in plan.slots.items() if s != Slot("w", 3)}
     assert "gang minimums not met" in check_plan(inp, plan.__class__(placed=True, slots=partial,
                                                                      unplaced=[Slot("w", 3)]))
+
+
+def test_candidates_alone_never_make_a_gang_never_fit(demo_cluster):
+    """Defect: kube-scheduler offers only the nodes with room now; a gang that fits the empty cluster but not
+    those candidates was refused as "can never fit in this cluster ... nodes excluded: N not a candidate"."""
+    allowed = np.zeros(len(demo_cluster.nodes), dtype=bool)
+    allowed[[demo_cluster.node_index[f"node-{i:02d}"] for i in range(28, 31)]] = True
+    tree = gang(4, required_level="block")
+    assert plan_for(demo_cluster, tree).placed                   # the cluster holds it
+    plan = plan_gang(build_plan_input(demo_cluster, tree, candidates={"w": allowed}))
+    assert not plan.placed
+    assert "not a candidate" in plan.reason
+    assert "can never fit" not in plan.reason and not plan.details["never_fits"]
+    assert " fits " in plan.reason and "of 4 pods" in plan.reason, plan.reason
+
+
+def test_a_gang_too_big_for_any_node_its_rules_allow_still_never_fits(demo_cluster):
+    pinned = spec(nodeSelector={"kubernetes.io/hostname": "node-05"})
+    allowed = np.ones(len(demo_cluster.nodes), dtype=bool)
+    plan = plan_gang(build_plan_input(demo_cluster, gang(2, pod_spec=pinned), candidates={"w": allowed}))
+    assert not plan.placed and plan.reason.startswith("can never fit in this cluster"), plan.reason

@@ -126,10 +126,12 @@ def _take(fit: np.ndarray, owner: np.ndarray, need: int) -> np.ndarray:
 class Explainer:
     """Called by the placer each time a group fails in every candidate domain."""
 
-    def __init__(self, resources: ResourceIndex, occupied, allocatable: np.ndarray | None = None):
+    def __init__(self, resources: ResourceIndex, occupied, allocatable: np.ndarray | None = None,
+                 possible: Mapping[str, np.ndarray] | None = None):
         self.resources = resources
         self.occupied = occupied
         self.allocatable = allocatable
+        self.possible = possible        # role -> nodes its own rules allow (this attempt's candidates aside)
 
     def __call__(self, placer, group: GroupInfo, scope_level: int, scope_domain: int, ceiling: int) -> str:
         text = self._explain(placer, group, scope_level, scope_domain, ceiling)
@@ -194,10 +196,14 @@ class Explainer:
 
     def _never(self, state: State, group: GroupInfo, level: int, domains: np.ndarray, needs: dict[str, int],
                shape: SegmentShape | None, scope_level: int) -> str | None:
-        """Said only where the whole cluster is in scope: no domain holds the group even when empty."""
+        """Said only where the whole cluster is in scope: no domain holds the group even when empty, on every
+        node its own rules allow. Not on the candidates alone: kube-scheduler offers only the nodes with room
+        now, and the others may free up (refusing those as "never" would contradict "N not a candidate")."""
         if self.allocatable is None or scope_level != ROOT or not needs:
             return None
-        joint = joint_fit(state.layout, level, self.allocatable, state.request, state.allowed, needs, shape)
+        allowed = {role: self.possible[role] if self.possible and role in self.possible else state.allowed[role]
+                   for role in needs}
+        joint = joint_fit(state.layout, level, self.allocatable, state.request, allowed, needs, shape)
         if joint.fits(sum(needs.values()), shape)[domains].any():
             return None
         text = self._describe(state, level, joint.best(domains, shape), joint, needs, shape, "holds")

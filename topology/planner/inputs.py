@@ -9,10 +9,11 @@ import numpy as np
 from ..cluster import Cluster
 from ..groups import GroupTree, Slot
 from ..nodes import PodPlacementRules
-from ..plan import STRATEGIES, Plan, PlanInput
+from ..plan import Plan, PlanInput
 from ..resources import pod_requests
 from ..tree import TopologyTree
 from .gang import plan_gang
+from .policies import policy_named
 
 
 def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binpack",
@@ -26,8 +27,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
     valid values) for an unknown strategy or topology; a role nobody can host is marked unplaceable.
     `restricted`: per role, the nodes some other rule allows (pod affinity) and the reason for the rest;
     `one_per_domain`: role -> a level (label, alias or name) on which the role's pods repel each other."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy {strategy!r} is not valid; valid strategies: {', '.join(STRATEGIES)}")
+    policy_named(strategy)                  # ValueError naming the registered policies
     try:
         topology = cluster.topology(tree.topology) if tree.topology else None
     except KeyError as err:
@@ -37,13 +37,14 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
     usable: dict[str, np.ndarray] = {}
     unplaceable: dict[str, str] = {}
     excluded: dict[str, int] = {}
+    possible: dict[str, np.ndarray] = {}
     for role in _roles(tree):
         spec = tree.pod_spec(role)
         amounts = pod_requests(spec)
         requests[role] = cluster.resources.vector(amounts)
         missing = cluster.resources.unknown(amounts)
         rules = PodPlacementRules.from_spec(spec)
-        mask = cluster.usable(rules)
+        mask = possible[role] = cluster.usable(rules)
         if candidates is not None and role in candidates:
             allowed = np.asarray(candidates[role], dtype=bool)
             _count(excluded, "not a candidate", int((mask & ~allowed).sum()))
@@ -54,7 +55,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
             mask = mask & allowed
         if missing:
             unplaceable[role] = f"requests {', '.join(missing)}, which no node offers"
-            mask = np.zeros(node_count, dtype=bool)
+            mask = possible[role] = np.zeros(node_count, dtype=bool)
         usable[role] = mask
         for reason, count in _exclusions(cluster, rules, usable[role] if not missing else cluster.usable(rules)).items():
             excluded[reason] = max(excluded.get(reason, 0), count)
@@ -67,7 +68,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
         resources=cluster.resources, node_names=list(cluster.node_names),
         requests=requests, usable=usable, bound=dict(bound or {}), strategy=strategy,
         occupied=occupied_masks(topology, occupied_nodes), excluded=excluded, unplaceable=unplaceable,
-        allocatable=cluster.capacity.allocatable, per_node=dict(per_node or {}),
+        allocatable=cluster.capacity.allocatable, possible=possible, per_node=dict(per_node or {}),
         one_per_domain={role: topology.level_index(level) for role, level in (one_per_domain or {}).items()
                         if topology is not None},
         explain=explain)

@@ -9,7 +9,7 @@ const FOLD_CHARS = 180;             // longer refusal texts fold: their first wo
 const CELL_LIMIT = 16;              // nodes with more units than this get a bar instead of one cell per unit
 const SLOT_LIMIT = 64;              // slots listed in the gang detail
 const PALETTE = ["#2563eb", "#db2777", "#0d9488", "#9333ea", "#ea580c", "#65a30d", "#0891b2", "#be123c"];
-const WAITING = ["refused", "pending"];
+const WAITING = ["refused", "unplanned", "pending"];
 // larger topologies open as an overview (two levels, heat strips), expand on click; ?full draws every node
 const FULL_TREE_NODES = new URLSearchParams(location.search).has("full") ? Infinity : 512;
 
@@ -65,6 +65,8 @@ function openPath(parts) {
 
 async function load() {
   const [plans, topologies] = await Promise.all([getJSON("debug/plans"), getJSON("debug/topology")]);
+  // gangs kube-scheduler refused in its own filters have no plan: they are listed, and advised, all the same
+  plans.plans = plans.plans.concat(plans.unplanned || []);
   const gangs = new Set(plans.plans.map((p) => p.gang));
   if (view.gang && !gangs.has(view.gang)) {
     // a link may name the workload (#gang=team-a%2Fllama) rather than its gang (team-a/pg-llama-<uid>)
@@ -82,7 +84,8 @@ async function load() {
     view.topology = [selected && selected.topology, "default", names[0]].find((n) => names.includes(n));
   }
   if (!topologies.resources.includes(view.resource)) view.resource = defaultResource(topologies.resources);
-  const plan = view.gang ? await getJSON(`debug/plans/${view.gang.split("/").map(enc).join("/")}`) : null;
+  const plan = view.gang && selected && selected.status !== "unplanned"
+    ? await getJSON(`debug/plans/${view.gang.split("/").map(enc).join("/")}`) : null;
   const info = topologies.topologies.find((t) => t.name === view.topology);
   let tree = null;
   if (info && info.nodes > FULL_TREE_NODES) tree = await loadTree(view.topology, plan);
@@ -270,10 +273,12 @@ function drawGang(gang, plan, colours, now) {
       `waiting ${duration(now - gang.created)} · priority ${gang.priority}`,
       gang.never_fits ? el("span", { class: "badge never" }, "can never fit") : null) : null,
     gang.status === "refused" ? null
+      : gang.status === "unplanned" ? el("div", { class: "muted pods" }, `pods: ${c.pending} pending`)
       : el("div", { class: "muted pods" }, `pods: ${c.bound} bound · ${c.planned} planned · ${c.unplaced} unplaced`),
     el("div", { class: "muted internal" }, `PodGroup ${gang.name}`),
     gang.reason ? reasonText(gang.reason) : null,
     ...gang.warnings.map((w) => el("p", { class: "warning" }, w)),
+    gang.status === "unplanned" ? drawClosest(gang) : null,
     selected && plan ? drawPlan(plan, colours) : null);
 }
 
@@ -288,7 +293,7 @@ function reasonText(text) {
 
 // A refused gang: the domains that came closest and what each lacks, and on a click what would make it fit.
 function drawClosest(plan) {
-  if (plan.status !== "refused") return null;
+  if (plan.status !== "refused" && plan.status !== "unplanned") return null;
   const known = advice[plan.gang];
   const ask = async () => {
     advice[plan.gang] = { verdict: "asking", text: "searching…" };

@@ -341,3 +341,33 @@ def test_a_link_naming_the_workload_or_the_gang_selects_it(service, browser, lin
     assert selected == ["team-a/pg-llama-uid-llama"]
     assert browser.evaluate("location.hash").startswith("#gang=team-a%2Fpg-llama-uid-llama")
     assert browser.errors() == []
+
+
+def test_a_gang_kube_scheduler_refused_itself_has_a_card_with_the_what_if_button(browser):
+    """Defect: a gang whose pods kube-scheduler refused in its own filters (the extender never planned it)
+    got the what-if advice but no card. Its card shows kube-scheduler's message, asks the advice on a click,
+    and selecting it asks for no plan that does not exist."""
+    giant = indexed_job("giant", pods=4, gpus=8, segment=None)
+    service = Service([*copy.deepcopy(demo_objects()), giant])
+    try:
+        pod = job_pods(giant)[0]
+        pod["spec"]["schedulerName"] = "tas-scheduler"
+        pod["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                         "reason": "Unschedulable", "message": "0/32 nodes are available: 32 Insufficient cpu."}]}
+        assert service.http.post("/debug/objects", json=pod).status_code == 200
+        (entry,) = service.http.get("/debug/plans").json()["unplanned"]
+        card = f"[data-gang=\"{entry['gang']}\"]"
+        loaded(browser, f"{service.url}/ui")
+        browser.wait_for(f"!!document.querySelector('{card} .badge.unplanned')", "the unplanned gang's card")
+        assert "32 Insufficient cpu" in browser.evaluate(f"document.querySelector('{card} .reason').textContent")
+        assert browser.evaluate(f"document.querySelector('{card} .pods').textContent") == "pods: 1 pending"
+        browser.evaluate(f"document.querySelector('{card} button.ask').click()")
+        browser.wait_for(f"!!document.querySelector('{card} .advice:not(.asking)')", "the what-if advice")
+        assert "What would make it fit" in browser.evaluate(f"document.querySelector('{card} .advice').textContent")
+        browser.evaluate(f"document.querySelector('{card} .gang-head').click()")
+        browser.wait_for(f"!!document.querySelector('{card}.selected')", "the card selected")
+        time.sleep(0.5)
+        assert browser.evaluate("document.querySelector('#banner').hidden")
+        assert browser.errors() == []
+    finally:
+        service.stop()

@@ -288,6 +288,53 @@ def test_statefulsets_are_watched_in_a_live_cluster(fake_kube):
         assert len({domain_of(client, node, "block") for node in placed.values()}) == 1
 
 
+@pytest.fixture
+def trainer_kind():
+    """The toy kind of tests/toy_kind.py, registered for one test."""
+    from grouper.kinds import register, unregister
+    from toy_kind import TRAINER
+    register(TRAINER)
+    yield TRAINER
+    unregister(TRAINER)
+
+
+def test_a_kind_registered_in_one_file_is_watched_grouped_admitted_and_listed(fake_kube, trainer_kind):
+    """docs/architecture.md's recipe: one file (tests/toy_kind.py) and nothing else; no --extra-kinds."""
+    from grouper import expand_pods, group_workload
+    from grouper.kinds import numbering_kinds
+
+    assert trainer_kind.watch[0] in Settings().watched_kinds
+    assert "example.com/v1 Trainer" in numbering_kinds()
+    workload = {"apiVersion": "example.com/v1", "kind": "Trainer",
+                "metadata": {"name": "bert", "namespace": "team-a", "uid": "uid-bert", "annotations": dict(ROOT)},
+                "spec": {"workers": 8, "template": {"metadata": {"annotations": dict(SEGMENTS)},
+                                                     "spec": {"schedulerName": "tas-scheduler",
+                                                              "containers": copy.deepcopy(CONTAINERS)}}}}
+    [tree] = group_workload(workload)
+    assert [leaf.name for leaf in tree.groups() if leaf.is_leaf] == ["worker-0", "worker-1"]
+    _seed_nodes(fake_kube)
+    fake_kube.install_crd("example.com", "v1", "trainers", "Trainer")
+    pods = _create_with_pods(fake_kube, workload, expand_pods)
+    assert "ownerReferences" in pods[0]["metadata"] and "example.com/rank" in pods[0]["metadata"]["labels"]
+    for pod in pods:
+        pod["metadata"]["ownerReferences"] = []       # the toy's pods find it by its name label alone
+    with _live(fake_kube) as client:
+        wait_until(lambda: client.get("/readyz").status_code == 200, what="first sync")
+        listed = [path for method, path in fake_kube.requests if method == "GET"]
+        assert any(path.startswith("/apis/example.com/v1/trainers") for path in listed)
+        assert service(client).objects.get("Trainer", "team-a", "bert", group="example.com") is not None
+        mutated = mutate(client, admission_review(copy.deepcopy(pods[6]), "trainer-controller"))
+        assert segment_env(mutated) == ("1", "2", "4", "2")
+        assert filter_(client, pods[0])["Error"] == ""
+        assert_planned_in_segments(client, "team-a/pg-bert-uid-bert", "worker")
+        stray = copy.deepcopy(pods[0])          # segments on a kind that numbers nothing: the kinds that do are listed
+        stray["metadata"]["labels"] = {}
+        stray["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                                                  "uid": "uid-web", "controller": True}]
+        response = client.post("/mutate", json=admission_review(stray, "replicaset-controller")).json()["response"]
+        assert not response["allowed"] and "example.com/v1 Trainer)" in response["status"]["message"]
+
+
 # --- settings ------------------------------------------------------------------------------------------------------
 
 def test_extra_kinds_from_the_environment_and_the_flag(monkeypatch):

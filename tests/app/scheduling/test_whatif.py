@@ -140,3 +140,28 @@ def test_a_gang_that_never_reached_the_extender_gets_the_same_advice_by_its_work
     assert advice["domain"] == "spine-0/leaf-b" and sorted(v["pod"] for v in advice["victims"]) == JOB_B
     assert whatif(client, advice["gang"])["domain"] == "spine-0/leaf-b"       # by the gang's key too
     assert writer.evictions == [] and client.get("/debug/plans").json()["plans"] == []
+
+
+def test_a_gang_kube_scheduler_refused_itself_is_listed_with_its_message_for_the_page():
+    """Defect: a gang whose pods kube-scheduler refuses in its own filters got the what-if advice but no card:
+    /debug/plans (which the page draws) listed only planned gangs. Its pods marked unschedulable by
+    kube-scheduler now make an `unplanned` entry with kube-scheduler's message; a pod it has not tried yet
+    does not."""
+    from app.state import POD_KIND
+
+    client, _ = seed_client(llm=llm_job(priority=-5))
+    state = client.app.state.service
+    first, second = job_pods(llm_job(priority=-5))[:2]
+    state.apply(POD_KIND, "ADDED", first)                    # not tried by kube-scheduler yet
+    assert client.get("/debug/plans").json()["unplanned"] == []
+    message = "0/12 nodes are available: 12 Insufficient nvidia.com/gpu."
+    for pod in (first, second):
+        pod.setdefault("status", {})["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]
+        state.apply(POD_KIND, "MODIFIED", pod)
+    body = client.get("/debug/plans").json()
+    assert body["plans"] == []
+    (entry,) = body["unplanned"]
+    assert entry["status"] == "unplanned" and entry["workload"] == "llm" and entry["counts"] == {"pending": 2}
+    assert message in entry["reason"] and entry["priority"] == -5
+    assert whatif(client, entry["gang"])["verdict"] == "needs-priority"       # the card's button asks this

@@ -1,0 +1,132 @@
+"""LeaderWorkerSet: each group (replica) is its own gang of a leader and size-1 workers, numbered in
+worker-index; pods find it by its name label. Its segment and exclusive-topology rules live in
+grouper/workloads.py (family "lws")."""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+from .. import names
+from ..errors import describe
+from .base import OwnerRef, RoleTemplate, WatchedKind, WorkloadKind, WorkloadShape
+from .fields import count_field, mapping_field, parse_int, role
+from .pods import index_of, int_label, labels_of, make_pod, owner_reference, pod_annotations, pod_error
+
+KIND = "LeaderWorkerSet"
+GROUP = "leaderworkerset.x-k8s.io"
+
+
+def roles(lws: Mapping) -> list[RoleTemplate]:
+    template = mapping_field(lws, "spec.leaderWorkerTemplate", (lws.get("spec") or {}).get("leaderWorkerTemplate"))
+    size = count_field(lws, "spec.leaderWorkerTemplate.size", template.get("size"), 1, minimum=1)
+    worker = mapping_field(lws, "spec.leaderWorkerTemplate.workerTemplate", template.get("workerTemplate"))
+    leader = mapping_field(lws, "spec.leaderWorkerTemplate.leaderTemplate", template.get("leaderTemplate")) or worker
+    leader_field = "spec.leaderWorkerTemplate." + ("leaderTemplate" if template.get("leaderTemplate")
+                                                   else "workerTemplate")
+    made = [RoleTemplate("leader", leader_field, leader_field, 1, leader, names.LWS_WORKER_INDEX, 0)]
+    if size > 1:
+        path = "spec.leaderWorkerTemplate.workerTemplate"
+        made.append(role(lws, "worker", path, path, size - 1, worker, names.LWS_WORKER_INDEX, 1))
+    return made
+
+
+def gangs(lws: Mapping) -> int:
+    return count_field(lws, "spec.replicas", (lws.get("spec") or {}).get("replicas"), 1)
+
+
+def owner(pod: Mapping) -> OwnerRef | None:
+    labels = labels_of(pod)
+    if not labels.get(names.LWS_NAME):
+        return None
+    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+    return OwnerRef(names.LWS_API, KIND, namespace, labels[names.LWS_NAME],
+                    parse_int(labels.get(names.LWS_GROUP_INDEX)))
+
+
+def _ordinal(pod: Mapping, prefix: str | None) -> int | None:
+    """A StatefulSet pod's ordinal: its pod-index label, else the number after `prefix-` in its name."""
+    labels = labels_of(pod)
+    if labels.get(names.STATEFULSET_POD_INDEX) is not None:
+        return int_label(pod, names.STATEFULSET_POD_INDEX, labels[names.STATEFULSET_POD_INDEX])
+    name = (pod.get("metadata") or {}).get("name") or ""
+    suffix = name[len(prefix) + 1:] if prefix and name.startswith(prefix + "-") else ""
+    return parse_int(suffix) if suffix.isascii() and suffix.isdigit() else None
+
+
+def worker_index(pod: Mapping) -> int:
+    """worker-index, set by the LWS pod webhook; when our webhook runs first, a worker's ordinal in its
+    group's StatefulSet (workers carry the leader-name annotation) and 0 for the leader."""
+    value = labels_of(pod).get(names.LWS_WORKER_INDEX)
+    if value is not None:
+        return int_label(pod, names.LWS_WORKER_INDEX, value)
+    leader = pod_annotations(pod).get(names.LWS_LEADER_NAME)
+    if leader is None:
+        return 0
+    ordinal = _ordinal(pod, leader)
+    if ordinal is None:
+        raise pod_error(pod, f"label {names.LWS_WORKER_INDEX} is missing and the pod name does not end in "
+                             f"its ordinal")
+    return ordinal
+
+
+def pod_role(pod: Mapping, shape: WorkloadShape) -> RoleTemplate:
+    return shape.roles[0] if worker_index(pod) == 0 else shape.roles[-1]
+
+
+def _group_index(pod: Mapping, lws: Mapping) -> int | None:
+    value = labels_of(pod).get(names.LWS_GROUP_INDEX)
+    if value is not None:
+        return int_label(pod, names.LWS_GROUP_INDEX, value)
+    if pod_annotations(pod).get(names.LWS_LEADER_NAME) is None:      # a leader: its leader-StatefulSet ordinal
+        return _ordinal(pod, (lws.get("metadata") or {}).get("name"))
+    return None
+
+
+def pod_gang(pod: Mapping, lws: Mapping, count: int) -> int:
+    group = _group_index(pod, lws)
+    if group is None or group >= count:
+        value = labels_of(pod).get(names.LWS_GROUP_INDEX)
+        raise pod_error(pod, f"label {names.LWS_GROUP_INDEX}={value!r} is invalid; expected 0 to {count - 1} "
+                             f"(the groups of {describe(lws)})")
+    return group
+
+
+def pods(lws: Mapping, shape: WorkloadShape) -> list[dict]:
+    metadata = lws.get("metadata") or {}
+    name = metadata.get("name")
+    size = sum(the_role.replicas for the_role in shape.roles)
+    made = []
+    for group in range(shape.groups):
+        leader = f"{name}-{group}"
+        group_key = hashlib.sha1(f"{metadata.get('namespace')}/{leader}".encode()).hexdigest()
+        for the_role in shape.roles:
+            for index in the_role.indexes():
+                labels = {names.LWS_NAME: name, names.LWS_GROUP_INDEX: str(group), names.LWS_GROUP_KEY: group_key,
+                          names.LWS_WORKER_INDEX: str(index)}
+                if the_role.index_label and the_role.index_label != names.LWS_WORKER_INDEX:
+                    labels[the_role.index_label] = str(index)
+                annotations = {names.LWS_SIZE: str(size)}
+                if the_role.name == "leader":
+                    owner_ref = owner_reference(lws, "apps/v1", "StatefulSet", name)
+                    pod_name = leader
+                else:
+                    annotations[names.LWS_LEADER_NAME] = leader
+                    owner_ref = owner_reference(lws, "apps/v1", "StatefulSet", leader)
+                    pod_name = f"{leader}-{index}"
+                made.append(make_pod(lws, the_role, pod_name, labels, annotations, owner_ref))
+    return made
+
+
+def pod_index(pod: Mapping, the_role: RoleTemplate) -> int | None:
+    """worker-index, unless the template names its own pod-index-label."""
+    return worker_index(pod) if the_role.index_label == names.LWS_WORKER_INDEX else index_of(pod, the_role)
+
+
+LWS = WorkloadKind(
+    "lws", (KIND,), None,
+    owner_rank=20,
+    watch=(WatchedKind(GROUP, "v1", "leaderworkersets", KIND, True),),
+    roles=roles, gangs=gangs, owner=owner, pod_role=pod_role, pod_index=pod_index, pod_gang=pod_gang, pods=pods,
+    one_after_another=lambda lws: (lws.get("spec") or {}).get("startupPolicy") == "LeaderReady",
+    numbers_pods=KIND,
+)
