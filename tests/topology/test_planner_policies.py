@@ -82,6 +82,18 @@ def test_an_unknown_policy_is_refused_naming_every_registered_one(lastfit):
         build_plan_input(Cluster([], {}), inp.tree, strategy="firstfit")
 
 
+def test_registering_something_that_is_not_a_policy_names_what_it_lacks():
+    class Unsorted:
+        name = "unsorted"
+
+        def order(self, fit):
+            return np.arange(len(fit.domains))
+
+    with pytest.raises(TypeError, match="Unsorted is not a PlacementPolicy: it lacks packs_elastic, split, tightness"):
+        register(Unsorted())
+    assert "unsorted" not in policy_names()
+
+
 @given(room=st.lists(st.integers(1, 20), min_size=1, max_size=12), share=st.floats(0.01, 1.0))
 def test_every_builtin_policy_splits_exactly_the_pods_asked_for(room, share):
     """split's contract (PlacementPolicy): distinct children, none given more than its room, `need` in all,

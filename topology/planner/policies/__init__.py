@@ -8,7 +8,7 @@ tests/topology/test_planner_policies.py does): the annotation, `--strategy`, TAS
 planner's checks all accept exactly the registered names."""
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from .binpack import Binpack
 from .spread import Spread
 
 
+@runtime_checkable
 class PlacementPolicy(Protocol):
     name: str
     # Whether the planner spends search on keeping room for elastic pods beside their siblings (siblings.py
@@ -40,6 +41,11 @@ DEFAULT = "binpack"
 
 
 def register(policy: PlacementPolicy) -> PlacementPolicy:
+    """Add a policy under its name (the value users write); TypeError when it lacks part of the interface."""
+    if not isinstance(policy, PlacementPolicy):
+        missing = [member for member in ("name", "packs_elastic", "order", "split", "tightness")
+                   if not hasattr(policy, member)]
+        raise TypeError(f"{type(policy).__name__} is not a PlacementPolicy: it lacks {', '.join(missing)}")
     POLICIES[policy.name] = policy
     return policy
 
