@@ -156,7 +156,20 @@ def test_the_verbs_refuse_a_caller_without_a_certificate_of_the_ca_in_the_handsh
     assert httpx.post(f"{main}/scheduler/bind", verify=_context(ca, None), json={}).status_code == 404   # not on the main port
 
 
-def test_the_service_serves_on_uvloop_as_uvicorn_run_would(monkeypatch):
+@pytest.fixture
+def uvicorn_loggers():
+    """uvicorn.Config sets the levels of uvicorn's loggers for the whole process: put them back, or a later
+    test's uvicorn server (the fake API server's) logs at shutdown through a handler whose stream is closed."""
+    import logging
+    loggers = [logging.getLogger(f"uvicorn{name}") for name in ("", ".error", ".access", ".asgi")]
+    levels = [(logger, logger.level, logger.propagate, list(logger.handlers)) for logger in loggers]
+    yield
+    for logger, level, propagate, handlers in levels:
+        logger.setLevel(level)
+        logger.propagate, logger.handlers[:] = propagate, handlers
+
+
+def test_the_service_serves_on_uvloop_as_uvicorn_run_would(monkeypatch, uvicorn_loggers):
     """`serve` runs its listeners in one loop of its own: that loop is uvloop's (uvicorn's `loop="auto"`), not
     the stdlib's that a plain asyncio.run gives (issue 31: the stdlib loop costs more CPU per request)."""
     import asyncio
@@ -175,7 +188,7 @@ def test_the_service_serves_on_uvloop_as_uvicorn_run_would(monkeypatch):
     assert seen == [(uvloop.Loop, 1)]
 
 
-def test_idle_connections_outlive_the_go_clients_idle_timeout(tmp_path):
+def test_idle_connections_outlive_the_go_clients_idle_timeout(tmp_path, uvicorn_loggers):
     """kube-scheduler's extender client and the API server's webhook client keep idle connections 90 s (Go's
     http.DefaultTransport): every listener keeps them longer, so the client closes first (a server closing at
     uvicorn's default 5 s races the next POST, which Go does not replay, and costs a new TLS handshake)."""
