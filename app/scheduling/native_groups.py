@@ -7,8 +7,9 @@ from dataclasses import replace
 
 from grouper import GroupingError, PodIdentity, group_workload, identify_pod, owner_of
 from grouper.kinds import workload_shape
-from grouper.native import (API_GROUP, constrain, controller_ref, group_native, group_native_tree, is_gate,
-                            native_identity, parent_name, policy_of, scheduling_group, templates, workload_name)
+from grouper.native import (API_GROUP, constrain, controller_ref, group_native, group_native_tree, group_priority,
+                            is_gate, native_identity, parent_name, policy_of, scheduling_group, templates,
+                            workload_name)
 from grouper.workloads import opts_in
 from topology.cluster import pod_key
 from topology.objects import group_of
@@ -56,6 +57,24 @@ def _identify(state: ServiceState, pod: Mapping, podgroup: Mapping, namespace: s
     key = ("native", _version(podgroup), tuple(sorted(_member(p) for p in pods)), versions)
     tree = _cached(state, key, lambda: group_native(podgroup, pods, topologies, classes))
     return native_identity(pod, tree, pods, owner=(API_GROUP, "PodGroup", namespace, name))
+
+
+def podgroup_priority(state: ServiceState, pod: Mapping) -> int | None:
+    """The priority of the gang PodGroup a pod names, when the PodGroup sets one (spec.priority or its
+    priorityClassName): a victim's priority as kube-scheduler's workload-aware preemption counts it."""
+    name = scheduling_group(pod)
+    if name is None:
+        return None
+    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+    podgroup = state.objects.get("PodGroup", namespace, name, group=API_GROUP)
+    if podgroup is None or is_gate(podgroup):
+        return None
+    try:
+        policy = policy_of(podgroup)
+    except GroupingError:
+        return None
+    resolved = group_priority(policy, list(state.objects.list("PriorityClass"))) if policy.gang else None
+    return resolved[0] if resolved is not None else None
 
 
 def _tree_identity(state: ServiceState, pod: Mapping, workload: Mapping, versions: tuple) -> PodIdentity:

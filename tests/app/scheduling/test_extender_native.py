@@ -198,3 +198,34 @@ def test_a_workload_annotated_native_gate_off_is_not_gated():
     job["metadata"]["annotations"]["tas-extender.io/native-gate"] = "off"
     gate = FakeGate()
     assert _gate_admit(gate, job=job) == [] and gate.asked == []
+
+
+def test_a_podgroups_own_priority_outranks_its_pods_admitted_one():
+    """Defect (end to end, WorkloadAwarePreemption on): a PodGroup with priorityClassName high whose pods name no
+    class (admitted with priority 0) was planned at priority 0, as the pod's admitted priority overrode the
+    PodGroup's, so it could preempt nothing. kube-scheduler's workload-aware preemption counts the PodGroup's."""
+    group = native_podgroup(minimum=2)
+    group["spec"]["priorityClassName"], group["spec"]["priority"] = "high", 1000
+    client = make_client(group)
+    pods = [member(f"w-{i}") for i in range(2)]
+    for pod in pods:
+        pod["spec"]["priority"] = 0                  # as the API server admits a pod naming no class
+        watch(client, pod)
+    assert filter_(client, pods[0], node_names(client))["NodeNames"]
+    assert service(client).plans.get("team/pg").tree.priority == 1000
+
+
+def test_a_running_pod_of_a_podgroup_is_a_victim_at_the_podgroups_priority():
+    from app.scheduling.preemptor import running_index
+
+    group = native_podgroup(minimum=1)
+    group["spec"]["priority"] = 10
+    client = make_client(group)
+    pod = member("w-0")
+    pod["spec"].update(priority=0, nodeName=node_names(client)[0])
+    pod["status"]["phase"] = "Running"
+    watch(client, pod)
+    state = service(client)
+    with state.lock:
+        entry = running_index(state).pods["team/w-0"]
+    assert entry[1] == 10, entry
