@@ -1,7 +1,7 @@
 """Reading a cluster description: a file (a `kubectl get -o yaml` dump) or the built-in demo."""
 from __future__ import annotations
 
-from grouper import lws_gang
+from grouper.exclusive import apart_owner
 from topology.cluster import Cluster, pod_key
 from topology.demo import demo_objects
 from topology.objects import ClusterObjects
@@ -62,7 +62,7 @@ def cluster_of(objects: ClusterObjects, path: str | None = None) -> Cluster:
     except (ValueError, KeyError) as err:
         raise ClusterFileError(f"cluster file {path or '(demo)'}: {one_line(err)}") from err
     for pod in objects.pods:
-        gang = lws_gang(pod)
+        gang = apart_owner(pod)
         if gang is not None and pod_key(pod) in cluster.pods:
             cluster.apart[pod_key(pod)] = gang
     return cluster

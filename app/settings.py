@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from topology.plan import STRATEGIES
+from topology.planner import policy_named
 
 from .ports import WatchedKind, watched_kinds
 
@@ -65,7 +65,7 @@ class Settings(BaseSettings):
     kubeconfig: str | None = None
     in_cluster: bool = False
     reservation_ttl: float = Field(300.0, gt=0)
-    strategy: Literal["binpack", "spread"] = "binpack"
+    strategy: str = "binpack"                # a registered placement policy (topology/planner/policies/)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     leader_elect: bool = False
     lease_name: str = "tas-extender"
@@ -114,6 +114,11 @@ class Settings(BaseSettings):
             return tuple(parse_extra_kind(v.strip()) if isinstance(v, str) else v for v in value)
         return value
 
+    @field_validator("strategy")
+    @classmethod
+    def _check_strategy(cls, value: str) -> str:
+        return policy_named(value).name          # ValueError naming the registered policies
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _lower_level(cls, value):
@@ -150,5 +155,3 @@ class Settings(BaseSettings):
         """'kubernetes' when a cluster API is configured, else 'standalone'."""
         return "kubernetes" if (self.kubeconfig or self.in_cluster) else "standalone"
 
-
-assert set(STRATEGIES) == {"binpack", "spread"}

@@ -27,3 +27,12 @@ def lws_gang(pod: Mapping) -> str | None:
         return None
     name = (metadata.get("annotations") or {}).get(names.KAI_PODGROUP_ANNOTATION) or group
     return f"{metadata.get('namespace') or 'default'}/{name}"
+
+
+def apart_owner(pod: Mapping | None, gang: str | None = None, tree: GroupTree | None = None) -> str | None:
+    """Whose pod this is for an exclusive gang that meets it (None: nobody's, it takes no domain): its own
+    gang's (`gang`, planned as `tree`) when that gang keeps apart, else its LWS group's. The one rule the
+    service and the offline tools mark pods by (topology.Cluster.apart)."""
+    if gang is not None and keeps_apart(tree):
+        return gang
+    return lws_gang(pod or {})

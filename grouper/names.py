@@ -18,7 +18,6 @@ SEGMENT_PREFERRED = "kai.scheduler/segment-topology-preferred-placement"
 POD_INDEX_LABEL = "kai.scheduler/pod-index-label"
 BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
 STRATEGY = "kai.scheduler/placement-strategy"
-STRATEGIES = ("binpack", "spread")
 
 # Kueue pod-template aliases
 KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from topology.groups import Group, GroupTree, RoleSpec, SegmentInfo, Slot
+from topology.planner import policy_names
 from topology.tree import TopologyTree
 
 from . import names
@@ -90,9 +91,9 @@ def _strategy(workload: Mapping, shape: WorkloadShape) -> str | None:
     for value, where in candidates:
         if value is None:
             continue
-        if value not in names.STRATEGIES:
+        if value not in policy_names():
             raise GroupingError(f"{describe(workload)}: annotation {names.STRATEGY}={value!r}{where} is "
-                                f"invalid; valid values: {', '.join(names.STRATEGIES)}")
+                                f"invalid; valid values: {', '.join(policy_names())}")
         return value
     return None
 

@@ -1,7 +1,7 @@
 """The cluster model: nodes, capacity matrices, topology trees, bound pods and plan reservations."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,7 +94,7 @@ class Cluster:
         if apart is not None:
             self.apart[key] = apart
 
-    def reserve_many(self, keys: list[str], nodes: np.ndarray, requests: np.ndarray) -> None:
+    def reserve_many(self, keys: list[str], nodes: np.ndarray, requests: np.ndarray, apart: str | None = None) -> None:
         """`reserve` for many keys at once (rows of `requests`); one array update for all of them."""
         for key in keys:
             self.release(key)
@@ -102,6 +102,8 @@ class Cluster:
         for key, node, request in zip(keys, nodes.tolist(), requests):
             self.reservations[key] = Usage(node, request)
         self.capacity.reserve_many(nodes, requests)
+        if apart is not None:
+            self.apart.update(dict.fromkeys(keys, apart))
 
     def release(self, key: str) -> None:
         self.apart.pop(key, None)
@@ -109,14 +111,20 @@ class Cluster:
         if usage is not None:
             self.capacity.reserve(usage.node, usage.request, sign=-1)
 
-    def apart_nodes(self, gang: str) -> np.ndarray:
-        """Nodes running or holding pods that an exclusive group of `gang` must not share a domain with."""
-        nodes = np.zeros(len(self.nodes), dtype=bool)
+    def apart_count(self, gang: str, skip: Collection[str] = ()) -> np.ndarray:
+        """Per node, the pods and reservations an exclusive group of `gang` must not share a domain with
+        (those `apart` marks for another gang; `skip`: keys that are the gang's own all the same). The one
+        count of exclusive occupancy: the service's (app/scheduling/occupancy.py) and the offline tools'."""
+        counts = np.zeros(len(self.nodes), dtype=np.int64)
         for key, owner in self.apart.items():
             usage = self.pods.get(key) or self.reservations.get(key)
-            if owner != gang and usage is not None:
-                nodes[usage.node] = True
-        return nodes
+            if owner != gang and usage is not None and key not in skip:
+                counts[usage.node] += 1
+        return counts
+
+    def apart_nodes(self, gang: str) -> np.ndarray:
+        """Nodes running or holding pods that an exclusive group of `gang` must not share a domain with."""
+        return self.apart_count(gang) > 0
 
     # --- nodes ----------------------------------------------------------------------------------
     def update_node_status(self, node: NodeInfo) -> bool:

@@ -9,8 +9,6 @@ from .groups import GroupTree, Slot
 from .resources import ResourceIndex
 from .tree import TopologyTree
 
-STRATEGIES = ("binpack", "spread")
-
 
 @dataclass
 class PlanInput:
@@ -22,7 +20,7 @@ class PlanInput:
     requests: dict[str, np.ndarray]        # role -> request row
     usable: dict[str, np.ndarray]          # role -> bool mask over nodes
     bound: dict[Slot, int] = field(default_factory=dict)     # slots already running -> node index
-    strategy: str = "binpack"
+    strategy: str = "binpack"             # a placement policy's name (planner/policies/; the gang's own wins)
     # Per level, a bool mask over domains that hold pods of other gangs (for exclusive placement).
     occupied: list[np.ndarray] | None = None
     excluded: dict[str, int] = field(default_factory=dict)   # reason -> nodes excluded (for refusals)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from topology.plan import STRATEGIES
+from topology.planner import policy_names
 
 from ..cluster_file import ClusterFileError, cluster_of, load_objects
 from ..offline.output import plan_json, render_table
@@ -24,7 +24,7 @@ def register(subparsers) -> None:
     parser.add_argument("--workload", metavar="FILE", required=True, nargs="+", action="extend",
                         help="workload manifests (Job, kubeflow jobs, LeaderWorkerSet, PodGroup with Pods)")
     parser.add_argument("-o", "--output", choices=FORMATS, default="table", help="table (default) or json")
-    parser.add_argument("--strategy", choices=STRATEGIES, default="binpack",
+    parser.add_argument("--strategy", choices=policy_names(), default="binpack",
                         help="placement strategy unless a workload sets its own (default binpack)")
     parser.add_argument("--whatif", action="store_true",
                         help="for a gang not placed: what would have to be evicted (the preemption search, at the "

@@ -10,6 +10,8 @@ import sys
 
 from pydantic import ValidationError
 
+from topology.planner import policy_names
+
 from ..settings import LOG_LEVELS, PREEMPTION_MODES, Settings
 
 
@@ -53,7 +55,7 @@ def register(subparsers) -> None:
         help="use the pod's service account (TAS_IN_CLUSTER; detected from KUBERNETES_SERVICE_HOST)")
     add("--reservation-ttl", type=float, metavar="SECONDS",
         help="drop a gang's reservations when its pods do not all arrive in time (TAS_RESERVATION_TTL, default 300)")
-    add("--strategy", choices=("binpack", "spread"), help="placement strategy (TAS_STRATEGY, default binpack)")
+    add("--strategy", choices=policy_names(), help="placement strategy (TAS_STRATEGY, default binpack)")
     add("--log-level", choices=LOG_LEVELS, help="TAS_LOG_LEVEL, default info")
     add("--leader-elect", type=_bool, nargs="?", const=True, metavar="BOOL",
         help="only the holder of the Lease reports ready (TAS_LEADER_ELECT, default false)")

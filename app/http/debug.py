@@ -62,6 +62,13 @@ def service_of(request: Request) -> ServiceState:
     return request.app.state.service
 
 
+def running_index(request: Request):
+    """The preemptor's index of running pods (None without one: the search builds its own)."""
+    engine = getattr(request.app.state, "engine", None)
+    preemptor = getattr(engine, "preemptor", None)
+    return preemptor.running if preemptor is not None else None
+
+
 @probes.get("/healthz", summary="Liveness: the process answers")
 def healthz() -> dict:
     return {"status": "ok"}
@@ -105,7 +112,7 @@ def plan(namespace: str, name: str, request: Request) -> dict:
         for entry in body["slots"]:          # the leaf group (segment) of each slot: /ui colours by it
             entry["group"] = leaf_of.get(entry["slot"])
         if found.status == GANG_REFUSED:      # the domains that came closest and what each lacks
-            body["closest"] = closest_domains_of(service, found)
+            body["closest"] = closest_domains_of(service, found, index=running_index(request))
         return body
 
 
@@ -183,7 +190,7 @@ def topologies(request: Request,
             shapes = fragmentation.shapes_for(cluster, shape)
         except ShapeError as err:
             raise HTTPException(400, f"shape: {err}") from None
-        running = running_gangs(service) if below_priority is not None else None
+        running = running_gangs(service, running_index(request)) if below_priority is not None else None
         measures = fragmentation.measure_cluster(cluster, shapes, running, below_priority)
         return {
             "topologies": [{

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from grouper import keeps_apart
+from grouper.exclusive import apart_owner
 from grouper.affinity import selects
 from topology.cluster import Cluster, pod_key
 from topology.groups import Slot
@@ -38,8 +39,9 @@ def plan_gangs(cluster: Cluster, gangs: Sequence[FileGang], strategy: str = "bin
         for pod in gang.bound_pods:          # running pods of the gang hold capacity (once)
             if pod_key(pod) not in cluster.pods:
                 cluster.add_pod(pod)
-            if keeps_apart(gang.tree) and pod_key(pod) in cluster.pods:
-                cluster.apart[pod_key(pod)] = gang.tree.key
+            owner = apart_owner(pod, gang.tree.key, gang.tree)
+            if owner is not None and pod_key(pod) in cluster.pods:
+                cluster.apart[pod_key(pod)] = owner
             running.append(pod)
         try:
             plan = plan_gang(gang_plan_input(cluster, gang.tree, strategy=strategy, pods=running,

@@ -52,10 +52,14 @@ SCHEDULER_LAG_GRACE = 20.0
 
 class GangScheduler:
     """The engine, and the owner of the service's state: it builds the ServiceState (the sources feed
-    `engine.state`) and is told by it, from construction on, which nodes turned bad (it re-plans there)."""
+    `engine.state`) and is told by it, from construction on, which nodes turned bad (it re-plans there) and
+    which pods changed (the preemptor's index of running pods). It records its decisions through
+    `state.book`, the one writer of gang plans and slots."""
 
     def __init__(self, settings: Settings | None = None, *, clock: Callable[[], float] = time.time):
-        self.state = state = ServiceState(settings, clock=clock, on_nodes_changed=self._nodes_changed)
+        self.preemptor: Preemptor | None = None
+        self.state = state = ServiceState(settings, clock=clock, on_nodes_changed=self._nodes_changed,
+                                          on_pod_changed=self._pod_changed)
         self.scorer = Scorer(state)
         self.binder = Binder(state)
         self.preemptor = Preemptor(state)   # tests may set it to None: a refused gang then simply waits
@@ -71,6 +75,10 @@ class GangScheduler:
 
     def _nodes_changed(self, nodes: set[str]) -> None:
         self.revalidate(self.state, nodes)
+
+    def _pod_changed(self, key: str | None, pod: Mapping | None) -> None:
+        if self.preemptor is not None:       # its index of running pods (victims) follows the watch
+            self.preemptor.running.update(key, pod)
 
     # ------------------------------------------------------------------------------------------------
     # filter
@@ -157,7 +165,7 @@ class GangScheduler:
                 return ident.gang, refuse_all(
                     candidates, f"gang {plan.key}: every {ident.slot.role} slot is held by another pod; "
                                 f"pod {pod_key(pod)} has no place in the plan")
-            plan.expires = state.clock() + state.settings.reservation_ttl
+            state.book.touch(plan)
             slot_state = plan.slots[slot]
             if slot_state.status == BOUND:          # already running (a late retry): its node or nothing
                 if slot_state.node in candidates:
@@ -187,10 +195,10 @@ class GangScheduler:
                     if ident.native_key and not state.bound.get(plan.key):
                         # its domain, as kube-scheduler offers it, cannot hold it: plan afresh in the next
                         # domain offered (not our model's choice again, which this one just failed)
-                        state.drop_plan(plan.key, f"kube-scheduler's {ident.native_key} domain lacks its nodes")
+                        state.book.drop_plan(plan.key, f"kube-scheduler's {ident.native_key} domain lacks its nodes")
                         self.offered_only.add(plan.key)
                     return ident.gang, refuse_all(candidates, message)
-            plan.lagging.pop(slot, None)
+            state.book.not_lagging(plan, slot)
             return ident.gang, self._steer(slot_state)
 
     def _preemption_cannot_help(self, plan: GangPlan) -> bool:
@@ -214,7 +222,7 @@ class GangScheduler:
         if not slot_state.reserved or self._node_trouble(plan, slot_state) is not None:
             return None
         now = self.state.clock()
-        since = plan.lagging.setdefault(slot_state.slot, now)
+        since = self.state.book.lagging_since(plan, slot_state.slot, now)
         if now - since >= SCHEDULER_LAG_GRACE:
             return None
         return (f"gang {plan.key}: {slot_state.slot} is planned on {slot_state.node}, which kube-scheduler does "
@@ -264,15 +272,15 @@ class GangScheduler:
         if changed and plan.status != GANG_REFUSED:
             self._replan_roles(plan, tree, changed, pod_key(pod))
         elif changed:
-            state.drop_plan(plan.key, "the admitted pods differ from the refused shape")
+            state.book.drop_plan(plan.key, "the admitted pods differ from the refused shape")
             plan = None
         if plan is not None and plan.status == GANG_REFUSED and not still_refused(
                 state, plan, tree, {ident.slot.role: candidates}):
-            state.plans.pop(plan.key)
+            state.book.forget_refused(plan)
             plan = None
         if plan is not None and plan.status != GANG_REFUSED and not _same_slots(plan.tree, tree):
             log.info("gang changed shape; re-planning", extra=fields(gang=plan.key, pod=pod_key(pod)))
-            state.drop_plan(plan.key, "the workload changed")
+            state.book.drop_plan(plan.key, "the workload changed")
             plan = None
         if plan is None:
             # a native topology key: kube-scheduler offers one domain at a time; plan where our model places the
@@ -281,7 +289,7 @@ class GangScheduler:
             plan = self.plan_gang(tree, candidates=None if anywhere else {ident.slot.role: list(candidates)},
                                   pod=pod_key(pod))
         if plan.owner is None:
-            plan.owner = ident.owner or planning.owner_key(pod)
+            state.book.set_owner(plan, ident.owner or planning.owner_key(pod))
         return plan
 
     def _replan_roles(self, plan: GangPlan, tree: GroupTree, roles: list[str], pod: str) -> None:
@@ -291,8 +299,8 @@ class GangScheduler:
                  extra=fields(gang=plan.key, pod=pod, roles=roles))
         moving = [slot for slot, st in plan.slots.items() if slot.role in roles and st.status != BOUND]
         for slot in moving:                      # held with the old request: give it back before the swap
-            self.state.release_slot(plan, plan.slots[slot])
-        plan.tree = tree
+            self.state.book.release_slot(plan, plan.slots[slot])
+        self.state.book.set_shape(plan, tree)
         self._replan(plan, moving, f"admitted shape of {', '.join(roles)}", "admitted")
 
     def plan_gang(self, tree: GroupTree, candidates: Mapping[str, Sequence[str]] | None = None,
@@ -312,21 +320,13 @@ class GangScheduler:
         plan = GangPlan(tree.key, tree, GANG_REFUSED, topology=tree.topology, summary=gang_summary(tree),
                         created=now, expires=now + state.settings.reservation_ttl)
         if not result.placed:
-            plan.reason = gang_message(plan, f"waiting for capacity {waiting}" if waiting
-                                             else result.reason or "does not fit")
-            plan.refused_generation = state.generation
-            plan.refusal = refusal_key(state, tree, result, candidates)
-            plan.never_fits = plan.refusal.never_fits
-            plan.expires = None
-            state.plans.put(plan)
+            state.book.store_refused(plan, gang_message(plan, f"waiting for capacity {waiting}" if waiting
+                                                               else result.reason or "does not fit"),
+                                     refusal_key(state, tree, result, candidates), state.generation)
             state.metrics.refusals.inc()
             log.info("gang refused", extra=fields(gang=tree.key, pod=pod, reason=plan.reason))
             return plan
-        state.adopt_placement(plan, result)
-        plan.reason = result.reason if result.unplaced else ""
-        _refresh(plan)
-        state.plans.put(plan)
-        state.generation += 1
+        state.book.store_placed(plan, result)
         log.info("gang planned", extra=fields(gang=tree.key, pod=pod, status=plan.status,
                                              slots=len(plan.slots), groups=_group_domains(plan)))
         return plan
@@ -340,13 +340,13 @@ class GangScheduler:
             return held.slot
         own = plan.slots.get(ident.slot)
         if own is not None and self._is_free(own):
-            return _take(own, key)
+            return self.state.book.take(own, key)
         interchangeable = plan.tree.kind == "PodGroup" or ident.slot.index < 0 or own is None
         if not interchangeable:
             return None                  # its numbered slot is held by another pod (the old one lingers)
         for slot_state in sorted(plan.slots.values(), key=lambda s: s.slot):
             if slot_state.slot.role == ident.slot.role and self._is_free(slot_state):
-                return _take(slot_state, key)
+                return self.state.book.take(slot_state, key)
         return None
 
     def _is_free(self, slot_state: SlotState) -> bool:
@@ -371,9 +371,9 @@ class GangScheduler:
         moving = [s for s in slots if s in plan.slots and plan.slots[s].status not in settled]
         if not moving:
             return True
-        old_nodes = {s: plan.slots[s].node for s in plan.slots}
+        book = state.book
         for slot in moving:
-            state.release_slot(plan, plan.slots[slot])
+            book.release_slot(plan, plan.slots[slot])
         index = state.cluster.node_index
         pinned = {s: st.node for s, st in plan.slots.items()
                   if s not in moving and st.node in index and st.status in (PLANNED, BOUND)}
@@ -382,43 +382,19 @@ class GangScheduler:
         if not result.placed and whole_group:
             for s, st in plan.slots.items():
                 if st.status == PLANNED:
-                    state.release_slot(plan, st)
+                    book.release_slot(plan, st)
             bound_only = {s: st.node for s, st in plan.slots.items() if st.status == BOUND and st.node in index}
             result = planning.plan(state, plan.tree, bound=bound_only, candidates=candidates)
             moving = [s for s, st in plan.slots.items() if st.status not in settled]
         state.metrics.planning.labels("replan").observe(time.perf_counter() - started)
         state.metrics.replans.labels(kind).inc(len(moving))
         if not result.placed:
-            for s in plan.slots:
-                st = plan.slots[s]
-                if st.status in settled:
-                    continue
-                if s in moving and s in slots:
-                    st.node, st.status = None, UNPLACED
-                elif not st.reserved and not state.reserve_slot(plan, st):
-                    st.node, st.status = None, UNPLACED
-            plan.reason = gang_message(plan, result.reason or "no room left in its domain")
-            plan.note(f"re-plan of {', '.join(map(str, slots))} failed ({cause}): {plan.reason}")
-            _refresh(plan)
-            state.generation += 1
+            reason = gang_message(plan, result.reason or "no room left in its domain")
+            book.replan_failed(plan, moving, slots, reason,
+                               f"re-plan of {', '.join(map(str, slots))} failed ({cause}): {reason}")
             log.warning("re-plan failed", extra=fields(gang=plan.key, cause=cause, reason=plan.reason))
             return False
-        moved = []
-        for s in moving:
-            st = plan.slots[s]
-            node_index = result.slots.get(s)
-            if node_index is None:
-                st.node, st.status = None, UNPLACED
-                continue
-            st.node, st.status = state.cluster.node_names[node_index], PLANNED
-            state.reserve_slot(plan, st, check_fit=False)
-            if st.node != old_nodes.get(s):
-                moved.append(f"{s} {old_nodes.get(s) or '(none)'} -> {st.node}")
-        plan.groups = dict(result.groups)
-        plan.reason = result.reason if result.unplaced else ""
-        plan.note(f"re-planned ({cause}): " + (", ".join(moved) if moved else "no slot moved"))
-        _refresh(plan)
-        state.generation += 1
+        moved = book.replanned(plan, result, moving, cause)
         log.info("gang re-planned", extra=fields(gang=plan.key, cause=cause, moved=moved))
         return True
 
@@ -433,7 +409,8 @@ class GangScheduler:
                     continue
                 entry = troubled.setdefault(plan.key, (plan, [], []))
                 if slot_state.status == BOUND:
-                    plan.note(f"bound pod {slot_state.pod} ({slot_state.slot}) runs on {name}, which is {why}")
+                    state.book.note(plan, f"bound pod {slot_state.pod} ({slot_state.slot}) runs on {name}, "
+                                          f"which is {why}")
                 else:
                     entry[1].append(slot_state.slot)
                     entry[2].append(f"{name} {why}")
@@ -471,8 +448,8 @@ class GangScheduler:
                 if ident is None or ident.gang != gang:
                     continue
                 plan = self.plan_gang(ident.tree, pod=pod_key_)
-                plan.owner = planning.owner_key(pod)
-                plan.note(f"restored from {len(held)} bound pod(s)")
+                state.book.set_owner(plan, planning.owner_key(pod))
+                state.book.note(plan, f"restored from {len(held)} bound pod(s)")
 
     # ------------------------------------------------------------------------------------------------
     # prioritize, bind, preempt (see scores.py, binding.py, preemption.py)
@@ -576,23 +553,8 @@ def _said_once(failed: dict[str, str], gang: str | None, count: int) -> dict[str
     return {node: f"{reason} (the same on all {count} nodes{where})"}
 
 
-def _take(slot_state: SlotState, pod: str) -> Slot:
-    """The pod holds the slot now. A finished slot (its pod Succeeded, then was deleted) is live again
-    and unplaced: its old node may lie outside the domains the gang has moved to since, so it is placed
-    again beside the gang's other pods."""
-    slot_state.pod = pod
-    if slot_state.status == DONE:
-        slot_state.status, slot_state.node = UNPLACED, None
-    return slot_state.slot
-
-
 def _timestamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _refresh(plan: GangPlan) -> None:
-    plan.status = "planned"
-    plan.refresh_status()
 
 
 def _group_domains(plan: GangPlan) -> dict[str, str]:

@@ -34,7 +34,7 @@ from topology.preemption import (PreemptionPlan, RunningGang, RunningPod, beyond
 from ..logs import fields, get_logger
 from ..ports import EvictionRefused
 from ..state import GANG_ANNOTATION, SLOT_ANNOTATION, ServiceState
-from ..state.plans import GANG_REFUSED, PLANNED, GangPlan
+from ..state.plans import GANG_REFUSED, GangPlan
 from . import native_groups
 from .outcome import gang_message, refuse_all
 from .planning import _opted_in as planning_opted_in
@@ -139,7 +139,7 @@ class Preemptor:
         if active is not None:
             left = active.remaining(state)
             if left:
-                plan.preemption = active.to_json(state)
+                state.book.set_preemption(plan, active.to_json(state))
                 return refuse_all(candidates, self._waiting(plan, active, len(left)))
             self._finish(active)
             return None
@@ -167,18 +167,19 @@ class Preemptor:
         thread on a snapshot taken now, without the state lock, and is committed under it if the cluster
         still allows it; in-memory (standalone, tests) it runs here."""
         if plan.never_fits:
-            plan.preemption = {"status": NOT_FOUND, "explanation": "it can never fit in this cluster: no eviction helps"}
+            self.state.book.set_preemption(plan, {"status": NOT_FOUND,
+                                                  "explanation": "it can never fit in this cluster: no eviction helps"})
             return
         protected, avoided = self.excluded.get(plan.key, (set(), set()))
         snapshot = self._snapshot(plan.tree)
         self.searched[plan.key] = (self.state.changes.mark(), self.state.clock())
         if snapshot is None:
-            plan.preemption = {"status": NOT_FOUND, "explanation": "the gang cannot be planned"}
+            self.state.book.set_preemption(plan, {"status": NOT_FOUND, "explanation": "the gang cannot be planned"})
             return
         if not getattr(self.state.writer, "blocking", True):
             self._commit(plan, pod, mode, self._search(snapshot, protected, avoided))
             return
-        plan.preemption = {"status": SEARCHING, "explanation": "looking for victims"}
+        self.state.book.set_preemption(plan, {"status": SEARCHING, "explanation": "looking for victims"})
         self.searcher = threading.Thread(target=self._search_and_commit, name="preemption-search", daemon=True,
                                          args=(plan, dict(pod), mode, snapshot, protected, avoided))
         self.searcher.start()
@@ -189,7 +190,7 @@ class Preemptor:
             if self.state.plans.get(plan.key) is not plan or plan.status != GANG_REFUSED:
                 return                                                  # planned or dropped meanwhile
             if result.found and result.victims and not self._still_holds(snapshot[0], result):
-                plan.preemption = None                                  # the cluster moved: search again
+                self.state.book.set_preemption(plan, None)              # the cluster moved: search again
                 return
             self._commit(plan, pod, mode, result)
         self.flush()
@@ -206,7 +207,7 @@ class Preemptor:
         return self.state.changes.victims_since(mark, plan.refusal.nodes, plan.tree.priority)
 
     def _snapshot(self, tree: GroupTree):
-        return search_snapshot(self.state, tree)
+        return search_snapshot(self.state, tree, self.running)
 
     def _search(self, snapshot, protected, avoided, on_step=None) -> PreemptionPlan:
         """The victims at the gang's own priority; when there are none, what any priority would evict
@@ -243,47 +244,41 @@ class Preemptor:
 
     def _commit(self, plan: GangPlan, pod: Mapping, mode: str, result: PreemptionPlan) -> None:
         state = self.state
+        book = state.book
         if result is None:
-            plan.preemption = {"status": NOT_FOUND, "explanation": "the gang cannot be planned"}
+            book.set_preemption(plan, {"status": NOT_FOUND, "explanation": "the gang cannot be planned"})
             return
         if not result.found or not result.victims:
-            plan.preemption = {"status": NOT_FOUND, "explanation": result.explanation,
-                               "domains": [o.to_json() for o in result.outcomes]}
-            plan.note(f"preemption: {result.explanation}")
+            report = {"status": NOT_FOUND, "explanation": result.explanation,
+                      "domains": [o.to_json() for o in result.outcomes]}
             if result.advice:
-                plan.preemption["advice"] = result.advice
-                if result.advice not in plan.reason:
-                    plan.reason = f"{plan.reason}; {result.advice}"
+                report["advice"] = result.advice
+            book.set_preemption(plan, report)
+            book.note(plan, f"preemption: {result.explanation}")
+            if result.advice:
+                book.add_reason(plan, result.advice)
             self.counter.labels("not-found").inc()
             return
         preemption = Preemption(plan.key, plan, result, self._victim_pods(result), _value(result.domain),
                                 dict(pod))
         if mode == "dry-run":
             preemption.status = DRY_RUN
-            plan.preemption = {**preemption.to_json(state), "place": preemption.place, "what": preemption.what()}
-            plan.note(f"dry-run preemption: would evict {len(result.victims)} pods; {result.explanation}")
+            book.set_preemption(plan, {**preemption.to_json(state), "place": preemption.place,
+                                       "what": preemption.what()})
+            book.note(plan, f"dry-run preemption: would evict {len(result.victims)} pods; {result.explanation}")
             self.counter.labels("dry-run").inc()
             log.info("preemption dry-run", extra=fields(gang=plan.key, pod=pod_key(pod), domain=result.domain,
                                                        victims=[v.key for v in preemption.victims]))
             return
-        self._hold(plan, result)
-        plan.preemption = preemption.to_json(state)
-        plan.note(f"preempting {len(result.victims)} pods in {result.level} {preemption.place}: {result.explanation}")
+        book.hold_for_preemption(plan, result.plan)
+        book.set_preemption(plan, preemption.to_json(state))
+        book.note(plan, f"preempting {len(result.victims)} pods in {result.level} {preemption.place}: "
+                        f"{result.explanation}")
         self.active[plan.key] = preemption
         self.queue.append(preemption)
         self.counter.labels("chosen").inc()
         log.info("preempting", extra=fields(gang=plan.key, pod=pod_key(pod), domain=result.domain,
                                            victims=[v.key for v in preemption.victims]))
-
-    def _hold(self, plan: GangPlan, result: PreemptionPlan) -> None:
-        """The refused plan becomes the preemptor's plan: every slot reserved on its node now, so the
-        capacity the victims free goes to nobody else."""
-        state = self.state
-        plan.status, plan.reason, plan.refused_generation = PLANNED, "", -1
-        state.adopt_placement(plan, result.plan)
-        plan.expires = state.clock() + state.settings.reservation_ttl
-        plan.refresh_status()
-        state.generation += 1
 
     def _victim_pods(self, result: PreemptionPlan) -> list[VictimPod]:
         state = self.state
@@ -303,8 +298,8 @@ class Preemptor:
 
     def _finish(self, active: Preemption) -> None:
         active.status = DONE
-        active.plan.preemption = active.to_json(self.state)
-        active.plan.note(f"the {len(active.victims)} victims are gone; the plan binds")
+        self.state.book.set_preemption(active.plan, active.to_json(self.state))
+        self.state.book.note(active.plan, f"the {len(active.victims)} victims are gone; the plan binds")
         self.active.pop(active.gang, None)
         self.excluded.pop(active.gang, None)
         self.counter.labels("done").inc()
@@ -364,7 +359,7 @@ class Preemptor:
         with self.state.lock:
             if self.active.get(preemption.gang) is preemption and preemption.status == EVICTING:
                 preemption.status = WAITING
-                preemption.plan.preemption = preemption.to_json(self.state)
+                self.state.book.set_preemption(preemption.plan, preemption.to_json(self.state))
         return False
 
     def _events(self, preemption: Preemption) -> None:
@@ -389,10 +384,10 @@ class Preemptor:
                 avoided.add(preemption.result.domain)
             self.active.pop(preemption.gang, None)
             plan = preemption.plan
-            plan.preemption = {**preemption.to_json(state), "status": "refused"}
-            plan.note(f"eviction refused ({'; '.join(preemption.refused.values())}); choosing again")
+            state.book.set_preemption(plan, {**preemption.to_json(state), "status": "refused"})
+            state.book.note(plan, f"eviction refused ({'; '.join(preemption.refused.values())}); choosing again")
             if state.plans.get(plan.key) is plan:
-                state.drop_plan(plan.key, "an eviction was refused")
+                state.book.drop_plan(plan.key, "an eviction was refused")
             self.counter.labels("refused").inc()
         log.info("eviction refused", extra=fields(gang=preemption.gang, refused=preemption.refused))
         for key, why in preemption.refused.items():
@@ -463,11 +458,9 @@ class RunningIndex:
     search copies it and the cluster's usage (two dict copies, in C) under the lock and groups them in its
     own thread: nothing walks every pod under the lock (running_gangs took 0.3-0.6 s at 18,000 pods)."""
 
-    def __init__(self, state: ServiceState, listen: bool = True):
+    def __init__(self, state: ServiceState):
         self.state = state
         self.pods: dict[str, tuple[str, int, str | None]] = {}
-        if listen:
-            state.on_pod_changed(self.update)
         self.update(None, None)
 
     def update(self, key: str | None, pod: Mapping | None) -> None:
@@ -497,15 +490,10 @@ class RunningIndex:
         return dict(self.pods), dict(state.cluster.pods), {k: v for k, v in optional.items() if v}
 
 
-def running_gangs(state: ServiceState) -> list[RunningGang]:
+def running_gangs(state: ServiceState, index: RunningIndex | None = None) -> list[RunningGang]:
     """Every running pod grouped as group_running does, from the preemptor's index (or, without one, an
     index built now). Call under the state lock."""
-    return group_running(*running_index(state).snapshot())
-
-
-def running_index(state: ServiceState) -> "RunningIndex":
-    preemptor = getattr(getattr(state, "gangs", None), "preemptor", None)
-    return preemptor.running if preemptor is not None else RunningIndex(state, listen=False)
+    return group_running(*(index or RunningIndex(state)).snapshot())
 
 
 def group_running(index: Mapping, usage: Mapping, optional: Mapping[str, frozenset]) -> list[RunningGang]:
@@ -552,10 +540,11 @@ def victim_group(pod: Mapping, key: str) -> str | None:
     if owner is None or (owner.kind in PLAIN_CONTROLLERS and not planning_opted_in(pod)):
         return key
     return owner.key
-def search_snapshot(state: ServiceState, tree: GroupTree):
+def search_snapshot(state: ServiceState, tree: GroupTree, index: RunningIndex | None = None):
     """What the victim search reads, copied under the lock: (planner input, the running pods' index and
     usage, occupancy), or None when the gang cannot be planned at all; `searched` completes it outside
-    the lock. Preemption and the what-if advice both start from it, so they never disagree."""
+    the lock. Preemption and the what-if advice both start from it, so they never disagree. `index`: the
+    preemptor's, kept as pods come and go (without one, an index is built now from every pod)."""
     bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
     # exclusive groups: the same occupancy as the normal path; select_victims subtracts each choice's victims
     others = exclusive_occupancy(state, tree, also=_evictable)
@@ -564,7 +553,7 @@ def search_snapshot(state: ServiceState, tree: GroupTree):
     except (ValueError, KeyError) as err:
         log.info("preemption impossible", extra=fields(gang=tree.key, reason=str(err)))
         return None
-    return replace(inp, free=np.array(inp.free, copy=True)), running_index(state).snapshot(), others
+    return replace(inp, free=np.array(inp.free, copy=True)), (index or RunningIndex(state)).snapshot(), others
 
 
 def searched(state: ServiceState, snapshot) -> tuple:

@@ -64,7 +64,7 @@ class StaleGangs:
         for key, plan in stale.items():
             if key not in self.since:
                 self.since[key] = (now, grace_period(state, plan))
-                plan.note(_turned_stale(state, plan, self.since[key][1]))
+                state.book.note(plan, _turned_stale(state, plan, self.since[key][1]))
             since, grace = self.since[key]
             if grace < 0 or now - since < grace:
                 continue
@@ -72,7 +72,7 @@ class StaleGangs:
             message = (f"gang {key}: {_below_minimum(state, plan)}, for {now - since:.0f}s (staleness grace "
                        f"period {grace:g}s); evicting them so that the gang is planned again whole")
             due.append(Eviction(key, pods, _owner(state, plan), message))
-            state.drop_plan(key, "stale: fewer pods bound than the gang's minimum")
+            state.book.drop_plan(key, "stale: fewer pods bound than the gang's minimum")
             self.since[key] = (now, grace)         # its pods are going: not again before another grace period
         return due
 

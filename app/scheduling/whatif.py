@@ -35,7 +35,7 @@ def whatif(state: ServiceState, gang: str, preemptor=None) -> dict:
     with state.lock:
         plan = state.plans.get(gang)
         if plan is None:
-            return _unplanned(state, gang)
+            return _unplanned(state, gang, preemptor.running if preemptor is not None else None)
         head = {"gang": gang, "status": plan.status, "reason": plan.reason}
         if plan.status != GANG_REFUSED:
             placement = {str(slot): s.node for slot, s in sorted(plan.slots.items(), key=lambda i: str(i[0]))
@@ -44,7 +44,7 @@ def whatif(state: ServiceState, gang: str, preemptor=None) -> dict:
                     "placement": placement, "victims": []}
         protected, avoided = (preemptor.excluded.get(gang, (set(), set())) if preemptor is not None
                               else (set(), set()))
-        snapshot = search_snapshot(state, plan.tree)
+        snapshot = search_snapshot(state, plan.tree, preemptor.running if preemptor is not None else None)
         node_names = list(state.cluster.node_names)
     if snapshot is None:
         return {**head, "verdict": NEEDS_NODES, "text": "the gang cannot be planned on this cluster at all",
@@ -57,7 +57,7 @@ def whatif(state: ServiceState, gang: str, preemptor=None) -> dict:
     return body
 
 
-def _unplanned(state: ServiceState, gang: str) -> dict:
+def _unplanned(state: ServiceState, gang: str, index=None) -> dict:
     """A gang with no plan: its pods never reached the extender. kube-scheduler asks extenders only about
     nodes its own filters passed, so a pod that fits on no single node (every node has a GPU or two in use
     and it wants all eight) is refused before we hear of it. Found by a pending pod of the gang (by the
@@ -69,7 +69,7 @@ def _unplanned(state: ServiceState, gang: str) -> dict:
                           f"workload namespace/name); known gangs: {known}")
     head = {"gang": tree.key, "status": UNPLANNED,
             "reason": "no pod of the gang reached the extender (kube-scheduler's own filters left no node)"}
-    snapshot = search_snapshot(state, tree)
+    snapshot = search_snapshot(state, tree, index)
     node_names = list(state.cluster.node_names)
     if snapshot is None:
         return {**head, "verdict": NEEDS_NODES, "text": "the gang cannot be planned on this cluster at all",
@@ -156,7 +156,7 @@ def _pending_gang(state: ServiceState, gang: str):
     return tree
 
 
-def closest(state: ServiceState, plan, top: int = 3) -> list[dict]:
+def closest(state: ServiceState, plan, top: int = 3, index=None) -> list[dict]:
     """For a refused gang with a required (else preferred) level: the domains of that level that came
     closest and what each lacks: "rack-3: 2 of 4 pods fit; 2 of 4 nodes whole free; 6 nvidia.com/gpu
     held by ns/job-x (priority 100)". Call under the state lock."""
@@ -187,7 +187,7 @@ def closest(state: ServiceState, plan, top: int = 3) -> list[dict]:
     owners = tree.node_domain[level]
     chosen = {domain for domain, _, _ in found}
     held: dict[int, dict[str, list]] = {domain: {} for domain in chosen}
-    for gang in running_gangs(state):
+    for gang in running_gangs(state, index):
         for pod in gang.pods.values():
             domain = int(owners[pod.node])
             if domain in chosen and pod.request[column] > 0:

@@ -65,9 +65,9 @@ def take_reserved(state: ServiceState, tree: GroupTree, bound: Mapping[Slot, str
         return []
     taken = holders(state, lower, result)
     for plan in taken:
-        plan.note(f"its reservations went to gang {tree.key} (priority {tree.priority} > {plan.tree.priority}); "
-                  f"it plans again when its next pod is filtered")
-        state.drop_plan(plan.key, f"reservations taken by higher-priority gang {tree.key}")
+        state.book.note(plan, f"its reservations went to gang {tree.key} (priority {tree.priority} > "
+                              f"{plan.tree.priority}); it plans again when its next pod is filtered")
+        state.book.drop_plan(plan.key, f"reservations taken by higher-priority gang {tree.key}")
     return [plan.key for plan in taken]
 
 

@@ -3,9 +3,10 @@
 - `objects`: the latest version of every watched object (owner lookups, the webhook's cache);
 - `cluster`: the topology Cluster (nodes, capacity, trees), rebuilt when nodes or topologies change
   and updated in place on pod events and node status changes;
-- `plans`: the PlanStore, whose reservations are kept in the Cluster;
-- `bound`: which gang slots are held by bound pods (from the placement annotations written at bind),
-  the memory that lets a restarted service continue partly bound gangs.
+- `book` (app/state/gangs.py): the one writer of gang plans and slots; read them as `plans` (the
+  PlanStore, whose reservations are kept in the Cluster) and `bound` (which gang slots are held by bound
+  pods, from the placement annotations written at bind: what lets a restarted service continue partly
+  bound gangs).
 
 One re-entrant lock serialises every change; request handlers take it too.
 """
@@ -15,28 +16,25 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-import numpy as np
-
 from grouper import group_workload
 from grouper.kinds import suspended
-from grouper.names import GANG_ANNOTATION, PODGROUP_KEYS, SLOT_ANNOTATION
+from grouper.names import GANG_ANNOTATION, PODGROUP_KEYS, SLOT_ANNOTATION  # noqa: F401 - app.state exports them
 from grouper.native import scheduling_group
 from grouper.podgroups import is_podgroup
 from topology.cluster import Cluster, is_bound_and_running, pod_key
 from topology.groups import Slot
-from topology.nodes import NodeInfo, PodPlacementRules
+from topology.nodes import NodeInfo
 from topology.objects import api_group
-from topology.resources import pod_requests
 
 from ..logs import fields, get_logger
 from ..metrics import Metrics
 from ..ports import WATCHED_KINDS, ClusterWriter, EventType, WatchedKind, watches
 from ..settings import Settings
 from .changes import NodeChanges
+from .gangs import GangBook
 from .identities import IdentityCache
 from .objects import ObjectCache
-from .plans import (BOUND, DONE, GANG_BOUND, PLANNED, UNPLACED, GangPlan, PlanStore, SlotState, parse_slot,
-                    reservation_key)
+from .plans import PlanStore
 from .workload_pods import WorkloadPods
 
 log = get_logger(__name__)
@@ -72,28 +70,32 @@ POD_KIND = kind_named("Pod")
 class ServiceState:
     def __init__(self, settings: Settings | None = None, writer: ClusterWriter | None = None,
                  clock: Callable[[], float] = time.time, elector=None,
-                 on_nodes_changed: Callable[[set[str]], None] | None = None):
-        """`on_nodes_changed`: called (under the lock) with the names of nodes that were deleted or turned
-        unusable, or lost a slot's reservation; the engine that owns this state passes it (it re-plans)."""
+                 on_nodes_changed: Callable[[set[str]], None] | None = None,
+                 on_pod_changed: Callable[[str | None, Mapping | None], None] | None = None):
+        """The engine that owns this state passes its two observers, called under the lock:
+        `on_nodes_changed` with the names of nodes that were deleted or turned unusable, or lost a slot's
+        reservation (it re-plans); `on_pod_changed` with (pod key, pod) when a pod changed, (pod key, None)
+        when it is gone, and (None, None) when every pod was listed again (read them from `objects`): for
+        indexes kept as pods come and go, so that nothing walks every pod on a request's path."""
         self.settings = settings or Settings()
         self.writer = writer
         self.elector = elector                   # anything with is_leader(), when leader election is on
         self.clock = clock
         self.objects = ObjectCache()
-        self.plans = PlanStore()
         self.metrics = Metrics()
         self.metrics.watch_state(self)
         self.lock = threading.RLock()
         self._cluster = Cluster([], [])
-        self._role_requests: dict[int, tuple] = {}     # id(pod spec) -> (spec, resource index, request row)
         self.generation = 0                      # bumped on every change that may change a plan's outcome
         self.rebuilds = 0                        # bumped whenever `cluster` is replaced (nodes, topologies)
         self.pods_added = 0                      # bumped when a pod appears (a gang waiting for members may be whole)
         self.changes = NodeChanges()             # per node: when room was freed / pods started (refusal cache)
         self.synced_once = False
         self.served_versions: dict[tuple[str, str], str] = {}    # (group, kind) -> version the source lists
-        self.bound: dict[str, dict[Slot, tuple[str, str]]] = {}   # gang -> slot -> (pod key, node)
-        self._bound_pod: dict[str, tuple[str, Slot]] = {}         # pod key -> (gang, slot)
+        # the one writer of gang plans and slots (app/state/gangs.py): the engine and the events below
+        self.book = GangBook(lambda: self._cluster, self.changes, lambda: self.clock(),
+                             lambda: self.settings.reservation_ttl, self._changed,
+                             lambda key: self.find_pod(*key.split("/", 1)))
         self._bound_locally: dict[str, str] = {}                  # pod key -> node, until the watch says so
         # grouper answers (the engine's and the webhook's), always with the cluster's PriorityClasses
         self.identities = IdentityCache(lambda: self.objects.list("PriorityClass"))
@@ -103,7 +105,7 @@ class ServiceState:
         self._settle: threading.Timer | None = None          # the pending rebuild of a stale model
         self._next_expiry_scan = float("-inf")   # expire_due() scans again from then on
         self._on_nodes_changed = on_nodes_changed
-        self._on_pod_changed: list[Callable[[str | None, Mapping | None], None]] = []
+        self._on_pod_changed = on_pod_changed
 
     def watches(self, api_group: str, kind: str) -> bool:
         """Whether a live source feeds objects of this kind (WATCHED_KINDS and the extra kinds)."""
@@ -120,15 +122,9 @@ class ServiceState:
             return False, "not the leader (standby)"
         return True, "ok"
 
-    def on_pod_changed(self, callback: Callable[[str | None, Mapping | None], None]) -> None:
-        """Called (under the lock) with (pod key, pod) when a pod changed, (pod key, None) when it is gone,
-        and (None, None) when every pod was listed again (read them from `objects`). For indexes kept as
-        pods come and go, so that nothing walks every pod on a request's path."""
-        self._on_pod_changed.append(callback)
-
     def _pod_changed(self, key: str | None, pod: Mapping | None) -> None:
-        for callback in self._on_pod_changed:
-            callback(key, pod)
+        if self._on_pod_changed is not None:
+            self._on_pod_changed(key, pod)
 
     # --- ObjectSink ---------------------------------------------------------------------------------
     def replace(self, kind: WatchedKind, objects: Sequence[Mapping]) -> None:
@@ -136,7 +132,7 @@ class ServiceState:
             self.served_versions[(kind.group, kind.kind)] = kind.version
             self.objects.replace(kind, objects)
             if kind.kind == "Pod":
-                self._reindex_bound()
+                self.book.pods_listed(self.objects.list("Pod"))
                 self.podgroup_pods.clear()
                 for pod in objects:
                     self._index_podgroup("ADDED", pod)
@@ -147,7 +143,7 @@ class ServiceState:
                     self._rebuild()
             if kind.kind == "Pod":
                 self._pod_changed(None, None)
-                self._reconcile_plans()
+                self.book.reconcile()
             else:                             # a relist after a gap in the watch: deletions it missed
                 self._drop_plans_of(kind, lambda namespace, name: self.objects.get(
                     kind.kind, namespace, name, group=kind.group) is None, "is gone")
@@ -166,7 +162,7 @@ class ServiceState:
                 if event == "ADDED":
                     self.pods_added += 1
                 if event == "DELETED":
-                    self._free_claimed_slots(pod_key(obj))
+                    self.book.pod_deleted(pod_key(obj))
                 self._index_podgroup(event, obj)
                 self.workload_pods.apply(event, obj)
                 self._on_pod(event, obj)
@@ -206,15 +202,14 @@ class ServiceState:
             return
         for plan in owned:
             if not set(plan.slots) <= declared.get(plan.key, set()):
-                self.drop_plan(plan.key, f"its {kind.kind} {key[0]}/{key[1]} no longer declares all of its pods")
+                self.book.drop_plan(plan.key, f"its {kind.kind} {key[0]}/{key[1]} no longer declares all of its pods")
 
     def _drop_plans_of(self, kind: WatchedKind, gone: Callable[[str, str], bool], why: str) -> None:
         """Gangs whose workload or PodGroup of `kind` is `gone(namespace, name)` (deleted, or suspended: a
         resumed workload makes new pods, planned afresh) get no replacement pods: their reservations (held
         for replacements after a pod is deleted) go now rather than when the TTL ends."""
-        for plan in list(self.plans):
-            if plan.owner and plan.owner[:2] == (kind.group, kind.kind) and gone(*plan.owner[2:]):
-                self.drop_plan(plan.key, f"its {kind.kind} {plan.owner[2]}/{plan.owner[3]} {why}")
+        self.book.drop_plans_of(lambda owner: owner[:2] == (kind.group, kind.kind) and gone(*owner[2:]),
+                                lambda plan: f"its {kind.kind} {plan.owner[2]}/{plan.owner[3]} {why}")
 
     def synced(self) -> None:
         with self.lock:
@@ -262,23 +257,15 @@ class ServiceState:
         nodes = [NodeInfo.from_object(n) for n in self.objects.list("Node")]
         old_names = set(self._cluster.node_names)
         cluster = Cluster(nodes, self._topology_objects())
-        for pod in self.objects.list("Pod"):
-            cluster.add_pod(pod)
+        running = [pod for pod in self.objects.list("Pod") if cluster.add_pod(pod)]
         self._cluster = cluster
+        for pod in running:
+            self.book.pod_running(pod)
         self.changes.reset(len(cluster.nodes))
         self._dirty = False
         self.generation += 1
         self.rebuilds += 1
-        lost = set()
-        for plan in self.plans:
-            held = self.bound.get(plan.key, {})
-            for state in plan.slots.values():
-                if state.reserved:
-                    state.reserved = False
-                    if state.slot in held:           # bound meanwhile: its pod's usage replaces the hold
-                        continue
-                    if not self.reserve_slot(plan, state):
-                        lost.add(state.node or "")
+        lost = self.book.reserve_again()
         gone = (old_names - set(cluster.node_names)) | lost
         self._notify_nodes(gone - {""})
 
@@ -338,33 +325,21 @@ class ServiceState:
                 self.changes.note_freed(before.node)
             self._cluster.remove_pod(key)
             if event != "DELETED" and (pod.get("status") or {}).get("phase") == "Succeeded":
-                self._finish_bound(key)
+                self.book.pod_finished(key)
             else:
-                self._forget_bound(key)
+                self.book.pod_left(key)
             self.generation += 1
             self._pod_changed(key, None)
             return
-        self._note_bound(pod)
+        self.book.pod_bound(pod)
         if not self._dirty:
-            self._cluster.add_pod(pod)
+            if self._cluster.add_pod(pod):
+                self.book.pod_running(pod)
             self._note_started(key, before)
-            self._recheck_reservations(pod["spec"]["nodeName"])
+            if self.book.recheck_node(pod["spec"]["nodeName"]):
+                self._notify_nodes({pod["spec"]["nodeName"]})
         self.generation += 1
         self._pod_changed(key, pod)
-
-    def _recheck_reservations(self, name: str) -> None:
-        """A pod bound by someone else (the default scheduler runs beside us) may take room held for a
-        gang: reserve that node's held slots again one by one; those left without room are re-planned by
-        on_nodes_changed (inside their domain, else the whole unbound gang)."""
-        node = self.cluster.node_index.get(name)
-        if node is None or not np.any(self.cluster.free[node] < 0):
-            return
-        held = [(plan, state) for plan, state in self.plans.on_node(name) if state.reserved]
-        for plan, state in held:
-            self.release_slot(plan, state)
-        for plan, state in held:
-            self.reserve_slot(plan, state)
-        self._notify_nodes({name})
 
     def _note_started(self, key: str, before) -> None:
         now = self.cluster.pods.get(key)
@@ -375,18 +350,6 @@ class ServiceState:
         namespace, name = key.split("/", 1)
         priority = ((self.objects.get("Pod", namespace, name) or {}).get("spec") or {}).get("priority")
         self.changes.note_added(now.node, priority if isinstance(priority, int) else 0)
-
-    def _free_claimed_slots(self, key: str) -> None:
-        """A deleted pod that held a not-yet-bound slot: the slot (still reserved) waits for a replacement
-        now, not when the reservation's TTL ends."""
-        for plan in self.plans:
-            if plan.status == GANG_BOUND:      # every slot bound or done: no pod holds an unbound one
-                continue
-            state = plan.slot_of_pod(key)
-            if state is not None and state.status != BOUND:
-                state.pod = None
-                plan.note(f"pod {key} of slot {state.slot} was deleted before binding; the slot waits "
-                          f"for a replacement")
 
     def _index_podgroup(self, event: EventType, pod: Mapping) -> None:
         metadata = pod.get("metadata") or {}
@@ -402,102 +365,6 @@ class ServiceState:
             if not members:
                 self.podgroup_pods.pop((namespace, group), None)   # the group's last pod: forget the group
 
-    def _reindex_bound(self) -> None:
-        self.bound.clear()
-        self._bound_pod.clear()
-        for pod in self.objects.list("Pod"):
-            if is_bound_and_running(pod):
-                self._index_bound(pod)
-
-    def _reconcile_plans(self) -> None:
-        """After a relist of pods: slots whose pod vanished wait for a replacement again; slots whose
-        pod is now bound turn into usage."""
-        for plan in self.plans:                  # first what is bound now (it frees reservations) ...
-            held = self.bound.get(plan.key, {})
-            for slot, state in plan.slots.items():
-                if state.status != BOUND and slot in held:
-                    self.release_slot(plan, state)
-                    (state.pod, state.node), state.status = held[slot], BOUND
-        for plan in self.plans:                  # ... then what vanished (it takes reservations)
-            held = self.bound.get(plan.key, {})
-            for slot, state in plan.slots.items():
-                if state.status == BOUND and state.pod and held.get(slot, ("",))[0] != state.pod:
-                    self._bound_pod[state.pod] = (plan.key, slot)
-                    self.bound.setdefault(plan.key, {})[slot] = (state.pod, state.node or "")
-                    self._forget_bound(state.pod)
-            plan.refresh_status()
-
-    def _index_bound(self, pod: Mapping) -> tuple[str, Slot] | None:
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        gang, slot = annotations.get(GANG_ANNOTATION), parse_slot(annotations.get(SLOT_ANNOTATION, ""))
-        if not gang or slot is None:
-            return None
-        key = pod_key(pod)
-        self.bound.setdefault(gang, {})[slot] = (key, pod["spec"]["nodeName"])
-        self._bound_pod[key] = (gang, slot)
-        return gang, slot
-
-    def _note_bound(self, pod: Mapping) -> None:
-        """A pod of a gang is bound: its slot stops being a reservation and becomes usage."""
-        found = self._index_bound(pod)
-        if found is None:
-            return
-        gang, slot = found
-        plan = self.plans.get(gang)
-        if plan is None or slot not in plan.slots:
-            return
-        state = plan.slots[slot]
-        self.release_slot(plan, state)
-        state.status, state.node, state.pod = BOUND, pod["spec"]["nodeName"], pod_key(pod)
-        plan.refresh_status()
-
-    def _finish_bound(self, key: str) -> None:
-        """A pod of a gang Succeeded: its slot is done (no replacement comes); a gang whose every slot is
-        done is finished and forgotten."""
-        found = self._unbind(key)
-        if found is None:
-            return
-        plan, state = found
-        self.release_slot(plan, state)
-        state.status = DONE
-        if all(s.status == DONE for s in plan.slots.values()):
-            self.plans.pop(plan.key)
-            log.info("gang finished", extra=fields(gang=plan.key, pods=len(plan.slots)))
-        else:
-            plan.refresh_status()
-
-    def _unbind(self, key: str) -> tuple[GangPlan, SlotState] | None:
-        """The pod `key` no longer holds its gang slot (a gang left without bound pods is forgotten);
-        (the gang's plan, the slot's state) when a plan has that slot."""
-        gang_slot = self._bound_pod.pop(key, None)
-        if gang_slot is None:
-            return None
-        gang, slot = gang_slot
-        held = self.bound.get(gang)
-        if held is not None and held.get(slot, ("",))[0] == key:
-            del held[slot]
-            if not held:
-                del self.bound[gang]
-        plan = self.plans.get(gang)
-        if plan is None or slot not in plan.slots:
-            return None
-        return plan, plan.slots[slot]
-
-    def _forget_bound(self, key: str) -> None:
-        """A bound pod of a gang is gone or finished: its slot waits for a replacement, on the same node
-        when it still has room (re-reserved with a fresh TTL), else to be re-planned in its domain."""
-        found = self._unbind(key)
-        if found is None or found[1].pod != key:
-            return
-        plan, state = found
-        state.status, state.pod = PLANNED, None
-        if not self.reserve_slot(plan, state):
-            state.status = UNPLACED
-        plan.expires = self.clock() + self.settings.reservation_ttl
-        plan.note(f"pod {key} of slot {state.slot} left; the slot waits for a replacement"
-                  + (f" on {state.node}" if state.status == PLANNED else ""))
-        plan.refresh_status()
-
     def record_binding(self, pod: Mapping, node: str) -> None:
         """Our own bind succeeded: account it now rather than when the watch reports it."""
         with self.lock:
@@ -507,89 +374,26 @@ class ServiceState:
             self.objects.apply(POD_KIND, "MODIFIED", bound_pod)
             self._on_pod("MODIFIED", bound_pod)
 
+    def _changed(self) -> None:
+        self.generation += 1
+
+    # --- gangs (read-only views; every change goes through `book`) ----------------------------------
+    @property
+    def plans(self) -> PlanStore:
+        return self.book.plans
+
+    @property
+    def bound(self) -> dict[str, dict[Slot, tuple[str, str]]]:
+        """gang -> slot -> (pod key, node) of the bound pods of gangs (from their placement annotations)."""
+        return self.book.bound
+
+    def drop_plan(self, key: str, why: str) -> None:
+        with self.lock:
+            self.book.drop_plan(key, why)
+
     def find_pod(self, namespace: str, name: str) -> Mapping | None:
         """The watched copy of a pod (the verbs never store a pod from a request body: see extender/trusted.py)."""
         return self.objects.get("Pod", namespace, name)
-
-    # --- reservations -----------------------------------------------------------------------------------
-    def role_request(self, plan: GangPlan, role: str) -> np.ndarray:
-        """One pod's request row; computed once per pod spec and resource index (a 1,024-pod gang
-        reserves 1,024 slots of one or two specs)."""
-        spec, resources = plan.tree.pod_spec(role), self._cluster.resources
-        kept = self._role_requests.get(id(spec))
-        if kept is None or kept[0] is not spec or kept[1] is not resources:
-            if len(self._role_requests) > 256:
-                self._role_requests.clear()
-            kept = self._role_requests[id(spec)] = (spec, resources, resources.vector(pod_requests(spec)))
-        return kept[2]
-
-    def reserve_slot(self, plan: GangPlan, state, *, check_fit: bool = True) -> bool:
-        """Hold the slot's capacity on its node. False (nothing held) when the node is gone, no longer
-        usable for the role, or without room.
-
-        Reservations read the model as it is (`_cluster`), never rebuilding a stale one: they run inside
-        pod events, and a rebuild there re-plans gangs on deleted nodes in the middle of the event that
-        is changing the same slot (a slot ended up unplaced yet reserved). The rebuild reserves every held
-        slot again on the new model anyway."""
-        node = self._cluster.node_index.get(state.node or "")
-        if node is None:
-            return False
-        request = self.role_request(plan, state.slot.role)
-        if (plan.preemption or {}).get("status") in ("evicting", "waiting"):
-            check_fit = False        # app.scheduling.preemptor: the room is still used by victims evicted for this plan
-        if check_fit:
-            rules = PodPlacementRules.from_spec(plan.tree.pod_spec(state.slot.role))
-            if rules.allows(self._cluster.nodes[node]) is not None:
-                return False
-            if np.any(self._cluster.free[node] < request):
-                return False
-        self._cluster.reserve(reservation_key(plan.key, state.slot), node, request)
-        state.reserved = True
-        return True
-
-    def adopt_placement(self, plan: GangPlan, result) -> None:
-        """Fill the gang plan from a planner result (topology.plan.Plan): slots its pods already hold stay
-        bound, every other placed slot is reserved on its node, elastic slots left out are unplaced."""
-        held = self.bound.get(plan.key, {})
-        plan.slots = {}
-        names = self._cluster.node_names
-        keys, nodes, requests = [], [], []
-        by_role: dict[str, np.ndarray] = {}
-        for slot, node_index in result.slots.items():
-            node = names[node_index]
-            if slot in held and held[slot][1] == node:
-                plan.slots[slot] = SlotState(slot, node, BOUND, pod=held[slot][0])
-                continue
-            plan.slots[slot] = SlotState(slot, node, PLANNED, reserved=True)
-            keys.append(reservation_key(plan.key, slot))
-            nodes.append(node_index)
-            request = by_role.get(slot.role)
-            if request is None:
-                request = by_role[slot.role] = self.role_request(plan, slot.role)
-            requests.append(request)
-        if keys:                             # every placed slot's capacity held in one update
-            self._cluster.reserve_many(keys, np.array(nodes, dtype=np.int64), np.stack(requests))
-        for slot in result.unplaced:
-            plan.slots[slot] = SlotState(slot, None, UNPLACED)
-        plan.groups = dict(result.groups)
-
-    def release_slot(self, plan: GangPlan, state) -> None:
-        if state.reserved:
-            held = self._cluster.reservations.get(reservation_key(plan.key, state.slot))
-            self.changes.note_freed(held.node if held is not None else None)
-            self._cluster.release(reservation_key(plan.key, state.slot))
-            state.reserved = False
-
-    def release_plan(self, plan: GangPlan) -> None:
-        for state in plan.slots.values():
-            self.release_slot(plan, state)
-
-    def drop_plan(self, key: str, why: str) -> None:
-        plan = self.plans.pop(key)
-        if plan is not None:
-            self.release_plan(plan)
-            self.generation += 1
-            log.info("plan dropped", extra=fields(gang=key, reason=why))
 
     def expire_due(self) -> None:
         """expire(), at most every EXPIRY_SCAN_INTERVAL: every filter calls it, and it reads every plan
@@ -603,11 +407,9 @@ class ServiceState:
         """Drop plans whose reservations outlived the TTL without every pod arriving."""
         now = self.clock() if now is None else now
         with self.lock:
-            expired = self.plans.expired(now)
-            for plan in expired:
-                self.drop_plan(plan.key, f"reservations expired after {self.settings.reservation_ttl:g}s "
-                                         f"({plan.counts()[BOUND]} of {len(plan.slots)} pods bound)")
-                self.metrics.expired.inc()
+            expired = self.book.expire(now)
+            if expired:
+                self.metrics.expired.inc(len(expired))
             return [p.key for p in expired]
 
 

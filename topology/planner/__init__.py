@@ -7,15 +7,17 @@
 - Gang: the mandatory pods of the whole tree (minMember, minSubGroup k of n, recursively) are all placed
   or the plan is refused; elastic pods and extra subgroups follow, best effort, inside the required
   domains, as close as possible.
-- Candidate domains are pruned with vectorized counts and tried best first (binpack: tightest leftover;
-  spread: emptiest), a bounded number per group and level. Exclusive groups take a domain that holds no
+- Candidate domains are pruned with vectorized counts (candidates.fitting) and tried in the order of
+  the gang's placement policy (policies/: binpack, tightest leftover first; spread, emptiest first), a
+  bounded number per group and level. Exclusive groups take a domain that holds no
   other gang's pods. Running pods pin their groups. Same input, same plan.
 """
 from .demand import PlanError
 from .gang import evaluate_domain, plan_gang
 from .inputs import build_plan_input, occupied_masks, plan_for
+from .policies import PlacementPolicy, policy_named, policy_names, register
 from .rank import common_level
 from .replan import replan_slots
 
-__all__ = ["PlanError", "build_plan_input", "common_level", "evaluate_domain", "occupied_masks", "plan_for",
-           "plan_gang", "replan_slots"]
+__all__ = ["PlacementPolicy", "PlanError", "build_plan_input", "common_level", "evaluate_domain", "occupied_masks",
+           "plan_for", "plan_gang", "policy_named", "policy_names", "register", "replan_slots"]

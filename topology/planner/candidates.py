@@ -1,16 +1,23 @@
 """Candidate domains for a group at one level inside its parent's domain: those that can hold its
-mandatory pods (vectorized counts), whole segments, its running pods and its exclusivity, best first."""
+mandatory pods (vectorized counts), whole segments, its running pods and its exclusivity (`fitting`),
+in the order the placement policy tries them (`PlacementPolicy.order`, see policies/)."""
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .demand import GroupInfo
-from .holes import fewest_holes_first
 from .joint import fits, joint_fit
 from .layout import ROOT, Layout
 from .segments import holds_segments, segment_room, units_needed
 from .state import State
 from .together import shared_levels
+
+if TYPE_CHECKING:
+    from .policies import PlacementPolicy
 
 
 NO_DOMAINS = np.empty(0, dtype=np.int64)
@@ -65,25 +72,88 @@ def in_scope(layout: Layout, level: int, scope_level: int, scope_domain: int) ->
 
 
 def candidates(state: State, group: GroupInfo, level: int, scope_level: int, scope_domain: int,
-               occupied: list[np.ndarray] | None, spread: bool, near: int | None = None,
+               occupied: list[np.ndarray] | None, policy: PlacementPolicy, near: int | None = None,
                target: tuple[int, int] | None = None, siblings: np.ndarray | None = None) -> np.ndarray:
-    """Every domain that could hold the subtree (see joint.py), best first: inside the finest domain
-    already used by the placed `siblings` (their nodes; the fewest new domains for the gang, see
-    together.py), then the tightest (binpack) or emptiest (spread) leftover, then the leftover of its
-    parent, grandparent, ... the same way, then nearest to `near` (a node of the previous sibling: rank
-    order), then (binpack) the fewest of the cluster's largest holes (holes.py), then tree order (domain
-    names). A segment's `target` (the domain allotted to it with its
-    siblings, see segments.py) comes before all of these; at finer levels only domains inside the
-    target are candidates."""
+    """Every domain that could hold the subtree (`fitting`), in the order the policy tries them."""
+    fit = fitting(state, group, level, scope_level, scope_domain, occupied, near, target, siblings)
+    if fit.domains.size <= 1:
+        return fit.domains
+    return fit.domains[policy.order(fit)]
+
+
+@dataclass(slots=True)                           # built per candidates() call: 8x cheaper than a frozen one
+class Fit:
+    """The domains of one level that could hold a group (the filtering half of candidates()), and what
+    ordering them needs: the group's primary role (the one with the most mandatory pods; None when
+    nothing is mandatory) and its need, segment room, the segment's allotted `target`, a node of the
+    previous sibling (`near`) and the nodes of the siblings placed so far."""
+    state: State
+    group: GroupInfo
+    level: int
+    domains: np.ndarray
+    primary: str | None = None
+    primary_need: int = -1
+    segments_held: np.ndarray | None = None      # per domain: holds all the group's segments (None: no shape)
+    target: tuple[int, int] | None = None
+    near: int | None = None
+    siblings: np.ndarray | None = None
+
+    def room(self, level: int | None = None) -> np.ndarray:
+        """Per domain, the primary role's pods that fit in it (or in its ancestor of a coarser `level`)."""
+        state, at = self.state, self.level
+        if level is None or level == at:
+            return state.count(self.primary, at, self.domains)
+        return state.count(self.primary, level, state.layout.ancestors(at, level)[self.domains])
+
+    def keys(self, tightness: Callable[[np.ndarray], np.ndarray],
+             preferred: np.ndarray | None = None) -> list[np.ndarray]:
+        """np.lexsort keys, the last the most significant: inside the allotted target, then holding whole
+        segments (soft shapes), then `preferred` (0 first: the policy's own preference), then the fewest
+        new domains for the gang beside its placed siblings (together.py), then the fewest domains below
+        for its segments (coarsest level first), then the leftover room as the policy's `tightness` ranks
+        it (lower first), then the parent's, grandparent's, ... room the same way (so small gangs fill up
+        partly used racks and blocks under binpack), then nearest to `near` (rank order), then tree order.
+        Without mandatory pods: the most room for the group's elastic pods, whatever the policy."""
+        state, group, level, domains = self.state, self.group, self.level, self.domains
+        layout = state.layout
+        keys = [domains]
+        if self.primary is None:
+            roles = group.roles & set(state.roles)
+            keys.append(-sum((state.count(role, level, domains) for role in sorted(roles)), np.zeros(len(domains))))
+        else:
+            if self.near is not None and level >= 0:
+                keys.append(-shared_levels(layout, level, domains, np.array([self.near])))
+            keys.extend(tightness(self.room(above)) for above in range(max(level, 0)))
+            keys.append(tightness(self.room() - self.primary_need))
+        if self.segments_held is not None:
+            keys.extend(reversed(segment_domains_needed(state, group.segments, level, domains)))
+        if self.siblings is not None and level >= 0 and self.primary is not None:
+            keys.append(-shared_levels(layout, level, domains, self.siblings))
+        if preferred is not None and self.primary is not None:
+            keys.append(preferred)
+        if self.segments_held is not None and not group.segments.hard:
+            keys.append((~self.segments_held).astype(np.int64))
+        if self.target is not None:
+            keys.append((~on_target(layout, level, domains, self.target)).astype(np.int64))
+        return keys
+
+
+def fitting(state: State, group: GroupInfo, level: int, scope_level: int, scope_domain: int,
+            occupied: list[np.ndarray] | None, near: int | None = None, target: tuple[int, int] | None = None,
+            siblings: np.ndarray | None = None) -> Fit:
+    """The domains of `level` inside (scope_level, scope_domain) that could hold the subtree (see
+    joint.py): its mandatory pods by vectorized counts, whole segments, its running pods' domain, its
+    exclusivity, and (for a segment) its allotted `target`: at levels finer than the target only domains
+    inside it. In tree order; any order of them gives a valid plan, the policy picks which."""
     layout = state.layout
     if any(need and state.most(role, level) < need for role, need in group.need.items()):
-        return NO_DOMAINS                # no domain of the level holds a role's pods (most of a ladder)
+        return Fit(state, group, level, NO_DOMAINS)     # no domain of the level holds a role's pods
     domains = in_scope(layout, level, scope_level, scope_domain)
     pinned = pinned_domain(layout, group, level)
     if pinned is not None:
         domains = domains[domains == pinned]
     if not domains.size:
-        return domains
+        return Fit(state, group, level, domains)
     keep = np.ones(len(domains), dtype=bool)
     primary, primary_need = None, -1
     for role, need in group.need.items():
@@ -97,11 +167,9 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
                     np.zeros(len(domains), dtype=np.int64))
         keep &= total >= group.need_total
     if not keep.any():                   # the counts alone rule every domain out (most levels of a ladder)
-        return domains[keep]
+        return Fit(state, group, level, domains[keep])
     held = group_segment_room(state, group, level, domains)
-    room = None if held is None else held[0]
-    shape = group.segments
-    if held is not None and shape.hard:
+    if held is not None and group.segments.hard:
         keep &= held[1]
     keep &= segments_below_fit(state, group, level, domains)
     keep &= joint_fit(state, group, level, domains)
@@ -110,47 +178,8 @@ def candidates(state: State, group: GroupInfo, level: int, scope_level: int, sco
     if target is not None and level > target[0]:
         # finer than its allotted domain, a segment stays inside it (at the allotted level it may leave)
         keep &= on_target(layout, level, domains, target)
-    domains = domains[keep]
-    if domains.size <= 1:
-        return domains
-    if primary is None:
-        # nothing mandatory: the domain with the most room for the group's elastic pods
-        roles = group.roles & set(state.roles)
-        leftover = -sum((state.count(role, level, domains) for role in sorted(roles)), np.zeros(len(domains)))
-    else:
-        leftover = state.count(primary, level, domains) - primary_need
-        if spread:
-            leftover = -leftover
-    keys = [domains]
-    if near is not None and level >= 0 and primary is not None:
-        # rank order, last: of equal fits, the domain sharing the most ancestors with the last sibling
-        keys.append(-shared_levels(layout, level, domains, np.array([near])))
-    if primary is not None and level > 0:
-        # equal fits: the domain inside the tightest (binpack) or emptiest (spread) parent, then
-        # grandparent, ..., so small gangs fill up partly used racks and blocks and keep empty ones whole
-        for above in range(level):
-            room_above = state.count(primary, above, layout.ancestors(level, above)[domains])
-            keys.append(-room_above if spread else room_above)
-    keys.append(leftover)
-    if room is not None:
-        # segments: the domain that holds them in the fewest domains below it, the coarsest level first
-        # (each level on its own), before a tighter one
-        keys.extend(reversed(segment_domains_needed(state, shape, level, domains)))
-    if siblings is not None and level >= 0 and primary is not None:
-        # siblings stay together: fewer new domains for the gang, at every level, beats a tighter fit
-        keys.append(-shared_levels(layout, level, domains, siblings))
-    if primary is not None and not spread:
-        # binpack: a domain that also holds the group's own elastic pods before a tighter one
-        keys.append((~holds_elastic(state, group, level, domains)).astype(np.int64))
-    if room is not None and not shape.hard:
-        keys.append((~held[1][keep]).astype(np.int64))
-    if target is not None:
-        keys.append((~on_target(layout, level, domains, target)).astype(np.int64))
-    order = np.lexsort(keys)
-    if primary is not None and not spread and level >= 0:
-        # equal on every key: the domain holding the fewest of the cluster's largest holes (holes.py)
-        order = fewest_holes_first(state, primary, level, domains, keys, order)
-    return domains[order]
+    return Fit(state, group, level, domains[keep], primary, primary_need,
+               None if held is None else held[1][keep], target, near, siblings)
 
 
 def segment_domains_needed(state: State, shape, level: int, domains: np.ndarray) -> list[np.ndarray]:

@@ -47,8 +47,9 @@ class ElasticPhase:
 
     def _crowded_homes(self, root: GroupInfo) -> dict[tuple[int, int], list[GroupInfo]]:
         """Placed leaves (no running pods) by their own domain, for the domains where some of them
-        still wait with elastic pods; only under binpack and without exclusive domains."""
-        if self.spread or self.claims or self.held:
+        still wait with elastic pods; only under a policy that packs elastic pods (binpack) and without
+        exclusive domains."""
+        if not self.policy.packs_elastic or self.claims or self.held:
             return {}
         homes: dict[tuple[int, int], list[GroupInfo]] = {}
         for leaf in root.walk():
@@ -121,7 +122,7 @@ class ElasticPhase:
             around = int(self.layout.ancestors(level, step)[domain]) if step >= 0 else 0
             rest = []
             for role, ids in waiting:
-                nodes, pods = select(self.state, role, step, around, ids.size, self.spread, partial=True)
+                nodes, pods = select(self.state, role, step, around, ids.size, self.policy, partial=True)
                 count = int(pods.sum())
                 if count:
                     self.state.place(role, nodes, pods, ids[:count])

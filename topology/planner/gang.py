@@ -6,11 +6,12 @@ import sys
 
 import numpy as np
 
-from ..plan import STRATEGIES, Plan, PlanInput
+from ..plan import Plan, PlanInput
 from .demand import GroupInfo, PlanError, analyse
 from .explain import NEVER_FITS, Explainer, exclusion_text, insufficient
 from .layout import ROOT, Layout, layout_for
 from .place import Placer
+from .policies import policy_named
 from .rank import leaf_spans, placements, rank_of
 from .state import State
 
@@ -107,17 +108,21 @@ def _deep_enough(groups: int) -> None:
 
 
 def _check(inp: PlanInput) -> None:
-    if inp.strategy not in STRATEGIES:
-        raise PlanError(f"strategy {inp.strategy!r} is not valid; valid strategies: {', '.join(STRATEGIES)}")
+    try:
+        policy_named(inp.strategy)
+    except ValueError as error:
+        raise PlanError(str(error)) from None
     nodes = len(inp.node_names)
     if inp.free.shape != (nodes, len(inp.resources)):
         raise PlanError(f"free matrix has shape {inp.free.shape}, expected ({nodes}, {len(inp.resources)})")
     if inp.topology is not None and len(inp.topology.node_names) != nodes:
         raise PlanError(f"topology {inp.topology.name!r} covers {len(inp.topology.node_names)} nodes, "
                         f"the plan input {nodes}")
-    if inp.tree.strategy is not None and inp.tree.strategy not in STRATEGIES:
-        raise PlanError(f"gang {inp.tree.key}: strategy {inp.tree.strategy!r} is not valid; "
-                        f"valid strategies: {', '.join(STRATEGIES)}")
+    if inp.tree.strategy is not None:
+        try:
+            policy_named(inp.tree.strategy)
+        except ValueError as error:
+            raise PlanError(f"gang {inp.tree.key}: {error}") from None
     for slot, node in inp.bound.items():
         if not 0 <= node < nodes:
             raise PlanError(f"bound slot {slot} is on node index {node}, outside 0..{nodes - 1}")
@@ -143,11 +148,11 @@ def _plan_once(inp: PlanInput, scope: tuple[int, int] | None, exact: bool) -> Pl
     state = State(layout, inp.free, inp.requests, usable, len(table.slots), inp.per_node, inp.one_per_domain)
     for slot_id, node in table.bound.items():
         state.add_bound(slot_id, node, table.slots[slot_id].role)
-    spread = (inp.tree.strategy or inp.strategy) == "spread"
+    policy = policy_named(inp.tree.strategy or inp.strategy)
     excluded_base = dict(inp.excluded)
     groups = sum(1 for _ in root.walk())
     explainer = Explainer(inp.resources, inp.occupied, inp.allocatable, inp.possible) if inp.explain else None
-    placer = Placer(state, inp.occupied, spread, _budget(inp, groups, len(table.slots)), explainer, exact)
+    placer = Placer(state, inp.occupied, policy, _budget(inp, groups, len(table.slots)), explainer, exact)
     _deep_enough(groups)
     scope_level, scope_domain = scope or (ROOT, 0)
     mandatory = root.need_total
@@ -164,11 +169,11 @@ def _plan_once(inp: PlanInput, scope: tuple[int, int] | None, exact: bool) -> Pl
         slots={table.slots[i]: int(node) for i, node in zip(placed_ids, node_of[placed_ids].tolist())},
         groups=placements(layout, root, node_of, spans),
         unplaced=unplaced,
-        rank=rank_of(layout, state, root, placer.where.get(root, (ROOT, 0)), spread, placer.nodes_of,
+        rank=rank_of(layout, state, root, placer.where.get(root, (ROOT, 0)), policy, placer.nodes_of,
                      spans),
         details={"mandatory": mandatory, "elastic": elastic, "bound": len(table.bound),
                  "candidates_tried": placer.tried, "search_exhausted": not placer.searching,
-                 "strategy": "spread" if spread else "binpack", "packed": placer.packed},
+                 "strategy": policy.name, "packed": placer.packed},
     )
     if unplaced:
         plan.reason = _left_out_reason(unplaced)

@@ -9,10 +9,11 @@ import numpy as np
 from ..cluster import Cluster
 from ..groups import GroupTree, Slot
 from ..nodes import PodPlacementRules
-from ..plan import STRATEGIES, Plan, PlanInput
+from ..plan import Plan, PlanInput
 from ..resources import pod_requests
 from ..tree import TopologyTree
 from .gang import plan_gang
+from .policies import policy_named
 
 
 def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binpack",
@@ -26,8 +27,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
     valid values) for an unknown strategy or topology; a role nobody can host is marked unplaceable.
     `restricted`: per role, the nodes some other rule allows (pod affinity) and the reason for the rest;
     `one_per_domain`: role -> a level (label, alias or name) on which the role's pods repel each other."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy {strategy!r} is not valid; valid strategies: {', '.join(STRATEGIES)}")
+    policy_named(strategy)                  # ValueError naming the registered policies
     try:
         topology = cluster.topology(tree.topology) if tree.topology else None
     except KeyError as err:

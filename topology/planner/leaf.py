@@ -21,7 +21,7 @@ Then = Callable[[], bool]
 
 
 class LeafFill:
-    """Mixed into Placer: uses its state, layout, spread, search budget and bookkeeping."""
+    """Mixed into Placer: uses its state, layout, policy, search budget and bookkeeping."""
 
     def _place_leaf(self, group: GroupInfo, level: int, domain: int, then: Then) -> bool:
         """Fill the leaf's pods into the domain, then `then`. When that fails, refill with one node of
@@ -106,7 +106,7 @@ class LeafFill:
             for role, ids in sibling.optional:
                 waiting = int(np.count_nonzero(self.state.node_of[ids] < 0))
                 if waiting:
-                    nodes, pods = select(self.state, role, home, around, waiting, self.spread, partial=True)
+                    nodes, pods = select(self.state, role, home, around, waiting, self.policy, partial=True)
                     if pods.size:
                         self.state.place(role, nodes, pods, NO_SLOTS)
                         held.append((role, nodes, pods))
@@ -134,7 +134,7 @@ class LeafFill:
 
     def _fill(self, group: GroupInfo, level: int, domain: int) -> bool:
         for role, ids in group.mandatory:
-            chosen = select(self.state, role, level, domain, len(ids), self.spread)
+            chosen = select(self.state, role, level, domain, len(ids), self.policy)
             if chosen is None:
                 return False
             self.state.place(role, chosen[0], chosen[1], ids)

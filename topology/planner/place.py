@@ -25,6 +25,7 @@ from .fill import select
 from .joint import Rest, rest_fits, summarize_rests
 from .layout import ROOT
 from .leaf import LeafFill
+from .policies import PlacementPolicy
 from .segments import allot
 from .siblings import allot_siblings
 from .state import NO_SLOTS, State
@@ -55,12 +56,12 @@ def children_level(group: GroupInfo) -> int:
 
 
 class Placer(LeafFill, ElasticPhase):
-    def __init__(self, state: State, occupied: list[np.ndarray] | None, spread: bool, budget: int, explainer=None,
-                 exact: bool = True):
+    def __init__(self, state: State, occupied: list[np.ndarray] | None, policy: PlacementPolicy, budget: int,
+                 explainer=None, exact: bool = True):
         self.state = state
         self.layout = state.layout
         self.occupied = occupied
-        self.spread = spread
+        self.policy = policy
         self.budget = budget
         self.where: dict[GroupInfo, tuple[int, int]] = {}
         self.claims: dict[GroupInfo, np.ndarray] = {}     # exclusive domains taken by this plan
@@ -227,7 +228,7 @@ class Placer(LeafFill, ElasticPhase):
                    for finer, finer_domain, finer_room in failed)
 
     def _candidates(self, group: GroupInfo, level: int, scope_level: int, scope_domain: int) -> np.ndarray:
-        return candidates(self.state, group, level, scope_level, scope_domain, self.occupied, self.spread,
+        return candidates(self.state, group, level, scope_level, scope_domain, self.occupied, self.policy,
                           self._near(group), self.targets.get(group), self._siblings(group))
 
     def _siblings(self, group: GroupInfo) -> np.ndarray | None:
@@ -306,7 +307,7 @@ class Placer(LeafFill, ElasticPhase):
             self.targets.pop(child, None)
             self.pack_targets.pop(child, None)
         self.targets.update(allot(self.state, group, level, domain))     # segments: all together
-        allotted, packed = allot_siblings(self.state, group, level, domain, self.spread, self.exact)
+        allotted, packed = allot_siblings(self.state, group, level, domain, self.policy, self.exact)
         self.targets.update(allotted)        # elastic room
         if packed:
             self.packed = True
@@ -337,7 +338,7 @@ class Placer(LeafFill, ElasticPhase):
         nodes, pods, ids = [], [], []
         for target, children in allotted.items():      # disjoint domains: one fill does not change another
             wanted = np.concatenate([child.mandatory[0][1] for child in children])
-            chosen = select(self.state, shape.role, shape.level, target, wanted.size, self.spread)
+            chosen = select(self.state, shape.role, shape.level, target, wanted.size, self.policy)
             if chosen is None:
                 return False
             nodes.append(chosen[0])

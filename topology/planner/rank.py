@@ -1,7 +1,7 @@
 """The ranking of a placement, best first, compared in order: the level the whole group spans, the level
 its segments span (both as heights above a single node, lower is better), the domains used at each level
-(coarsest first), the leftover capacity of the chosen domain (binpack: tightest first; spread: emptiest
-first), and the domain name. Also the per-group placements reported in a Plan."""
+(coarsest first), the leftover capacity of the chosen domain as the placement policy ranks it (binpack:
+tightest first; spread: emptiest first), and the domain name. Also the per-group placements reported in a Plan."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +9,7 @@ import numpy as np
 from ..plan import GroupPlacement
 from .demand import GroupInfo
 from .layout import ROOT, Layout
+from .policies import PlacementPolicy
 from .state import State
 
 
@@ -34,7 +35,7 @@ def domains_used(layout: Layout, nodes: np.ndarray) -> tuple[int, ...]:
     return tuple(len(set(layout.node_domain[level][nodes].tolist())) for level in range(layout.depth))
 
 
-def rank_of(layout: Layout, state: State, root: GroupInfo, where: tuple[int, int], spread: bool,
+def rank_of(layout: Layout, state: State, root: GroupInfo, where: tuple[int, int], policy: PlacementPolicy,
             nodes_of, spans: dict | None = None) -> tuple:
     """`spans`: leaf_spans of the plan, if already measured."""
     nodes = nodes_of(root)
@@ -45,7 +46,7 @@ def rank_of(layout: Layout, state: State, root: GroupInfo, where: tuple[int, int
     level, domain = where
     leftover = sum(int(state.count(role, level, domain)) for role in state.roles)
     return (span_height(layout, nodes), max(segments, default=0), domains_used(layout, nodes),
-            -leftover if spread else leftover, layout.domain_id(level, domain))
+            policy.tightness(leftover), layout.domain_id(level, domain))
 
 
 def placements(layout: Layout, root: GroupInfo, node_of: np.ndarray,

@@ -29,6 +29,7 @@ from .candidates import elastic_want, has_elastic, in_scope
 from .demand import GroupInfo
 from .fill import select
 from .packing import TooLarge, most_inside, packable
+from .policies import PlacementPolicy
 from .state import NO_SLOTS, State
 
 HOLDS = 24               # siblings' room held during the search, at most (after the first allotment)
@@ -42,18 +43,19 @@ Allotment = dict[GroupInfo, tuple[int, int]]
 Count = Callable[[str, int, np.ndarray], np.ndarray]       # pods of a role that fit in domains of a level
 
 
-def allot_siblings(state: State, group: GroupInfo, level: int, domain: int, spread: bool,
+def allot_siblings(state: State, group: GroupInfo, level: int, domain: int, policy: PlacementPolicy,
                    exact: bool = True) -> tuple[Allotment, bool]:
     """For each child of the group placed in (level, domain) that asks for a finer domain: the (level,
     domain) to try first. Empty unless there are two or more such children and some have elastic pods;
-    only under binpack (spread takes the emptiest domains, which leaves room anyway). With `exact`, a
+    only under a policy that packs elastic pods (binpack; spread takes the emptiest domains, which
+    leaves room anyway). With `exact`, a
     few leaves on small domains may be allotted by exact packing instead (then True comes back too)."""
     siblings = [child for child in group.children if _allottable(child, level)]
-    if spread or len(siblings) < 2 or not any(has_elastic(child) for child in siblings) \
+    if not policy.packs_elastic or len(siblings) < 2 or not any(has_elastic(child) for child in siblings) \
             or _alike(group, siblings):
         return {}, False
     siblings.sort(key=lambda child: -sum(elastic_want(child).values()))   # the most pods first
-    rehearsal = Rehearsal(state, group, siblings, level, domain)
+    rehearsal = Rehearsal(state, group, siblings, level, domain, policy)
     best = rehearsal.best()
     if not exact:
         return best, False
@@ -81,9 +83,11 @@ def _alike(group: GroupInfo, siblings: list[GroupInfo]) -> bool:
 
 
 class Rehearsal:
-    def __init__(self, state: State, group: GroupInfo, siblings: list[GroupInfo], level: int, domain: int):
+    def __init__(self, state: State, group: GroupInfo, siblings: list[GroupInfo], level: int, domain: int,
+                 policy: PlacementPolicy):
         self.state = state
         self.group = group
+        self.policy = policy
         self.siblings = siblings                 # the most pods first
         self.level, self.domain = level, domain
         self.wants = {child: elastic_want(child) for child in siblings}
@@ -222,7 +226,7 @@ class Rehearsal:
         held = 0
         for role, count in sorted(pods.items()):
             if count > 0:
-                nodes, placed = select(self.state, role, child.own_level, domain, count, partial=True)
+                nodes, placed = select(self.state, role, child.own_level, domain, count, self.policy, partial=True)
                 if placed.size:
                     self.state.place(role, nodes, placed, NO_SLOTS)
                 held += int(placed.sum())

@@ -77,3 +77,32 @@ def test_unrelated_running_pods_do_not_take_a_domain():
     client = make_client(lws("svc"), objects=objects)
     answer = filter_(client, lws_pods(lws("svc"))[0])
     assert answer["Error"] == "" and answer["NodeNames"]
+
+
+def test_the_service_and_the_offline_tools_count_the_same_occupancy():
+    """Issue 29: one count of exclusive occupancy (topology.Cluster.apart_count over pods marked by one
+    rule). Running pods of another LWS group take their nodes, in the service and in `plan`'s cluster alike;
+    the gang's own reservations do not count for it, another exclusive gang's do."""
+    from app.cluster_file import cluster_of
+    from app.scheduling import planning
+    from app.scheduling.occupancy import occupied_count
+    from service_helpers import service
+    from topology.objects import ClusterObjects
+
+    objects = demo_objects()
+    running = lws_pods(lws("first", gpus=8))
+    for pod, node in zip(running, ["node-01", "node-02", "node-09", "node-10"]):
+        pod["spec"]["nodeName"], pod["status"] = node, {"phase": "Running"}
+    cluster_objects = objects + daemon_pods(objects) + running
+    second, third = lws("second", gpus=8), lws("third", gpus=8)
+    client = make_client(second, third, objects=cluster_objects)
+    state = service(client)
+    tree = planning.identify(state, lws_pods(second)[0]).tree
+    offline = cluster_of(ClusterObjects.from_objects(cluster_objects))
+    taken = occupied_count(state, tree) > 0
+    assert [state.cluster.node_names[i] for i in taken.nonzero()[0]] == ["node-01", "node-02", "node-09", "node-10"]
+    assert taken.tolist() == offline.apart_nodes(tree.key).tolist()
+    planned = {schedule(client, pod) for pod in lws_pods(second)}
+    assert not (occupied_count(state, tree) > 0)[[state.cluster.node_index[n] for n in planned]].any()
+    other = planning.identify(state, lws_pods(third)[0]).tree
+    assert (occupied_count(state, other) > 0)[[state.cluster.node_index[n] for n in planned]].all()

@@ -176,7 +176,7 @@ def test_a_half_bound_gang_whose_plan_for_the_rest_is_refused_is_stale_too():
     from app.state.plans import GANG_REFUSED, GangPlan
     clock, client, state, _ = half_bound()
     plan = state.plans.get(GANG)
-    state.release_plan(plan)
+    state.book.release_plan(plan)
     state.plans.put(GangPlan(plan.key, plan.tree, GANG_REFUSED, owner=plan.owner))
     engine(client).stale.evict_due()
     clock.now += 61

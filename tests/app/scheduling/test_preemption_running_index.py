@@ -44,6 +44,22 @@ def test_the_gangs_filter_reads_no_running_pod_to_choose_victims():
     assert counting.pod_reads < 20                      # its victims (a few reads each), not the 68 running pods
 
 
+def test_the_victim_search_reads_the_preemptors_index_not_every_pod_again(monkeypatch):
+    """Issue 29: the search snapshot took the preemptor's index through a back-reference the engine no
+    longer sets (state.gangs), so each search built a fresh index from every pod under the lock."""
+    client, writer = seed_client()
+    state = client.app.state.service
+    for pod in web_pods(60):
+        state.apply(POD_KIND, "ADDED", pod)
+    built = []
+    original = RunningIndex.update
+    monkeypatch.setattr(RunningIndex, "update", lambda self, key, pod: (built.append(key), original(self, key, pod))
+                        if key is None else original(self, key, pod))
+    filter_(client, job_pods(llm_job())[0])
+    assert len(writer.evictions) == 4                   # it chose victims (job-b, the cheapest whole gang)
+    assert built == []                                  # no index built from every pod: the one kept up to date
+
+
 def as_sets(gangs) -> dict:
     return {g.key: (g.priority, sorted(g.pods), g.elastic) for g in gangs}
 
