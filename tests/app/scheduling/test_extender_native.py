@@ -216,7 +216,7 @@ def test_a_podgroups_own_priority_outranks_its_pods_admitted_one():
 
 
 def test_a_running_pod_of_a_podgroup_is_a_victim_at_the_podgroups_priority():
-    from app.scheduling.preemptor import running_index
+    from app.scheduling.preemptor import RunningIndex
 
     group = native_podgroup(minimum=1)
     group["spec"]["priority"] = 10
@@ -227,7 +227,7 @@ def test_a_running_pod_of_a_podgroup_is_a_victim_at_the_podgroups_priority():
     watch(client, pod)
     state = service(client)
     with state.lock:
-        entry = running_index(state).pods["team/w-0"]
+        entry = RunningIndex(state).pods["team/w-0"]
     assert entry[1] == 10, entry
 
 
