@@ -219,14 +219,14 @@ def _total_minimum(workload: Mapping, total: int) -> tuple[int, str] | None:
     return None
 
 
-def _apply_minimums(workload: Mapping, plans: list[RolePlan], warnings: list[str]) -> None:
+def _apply_minimums(workload: Mapping, shape: WorkloadShape, plans: list[RolePlan], warnings: list[str]) -> None:
     """Spread the workload minimum onto the elastic role (workers, else the largest role)."""
     if not plans:
         return
     elastic = next((p for p in plans if p.role.name == "worker"), None) or max(plans, key=lambda p: p.role.replicas)
-    policy = mapping_field(workload, "spec.elasticPolicy", (workload.get("spec") or {}).get("elasticPolicy"))
-    if workload.get("kind") == "PyTorchJob" and policy.get("minReplicas") is not None and elastic.role.name == "worker":
-        elastic.minimum = count_field(workload, "spec.elasticPolicy.minReplicas", policy["minReplicas"], 0)
+    workers = shape.kind.elastic_workers(workload)
+    if workers is not None and elastic.role.name == "worker":
+        elastic.minimum = workers
     total = _total_minimum(workload, sum(p.role.replicas for p in plans))
     if total is not None:
         others = sum(p.role.replicas for p in plans if p is not elastic)
@@ -432,7 +432,7 @@ def group_workload(workload: Mapping, topologies: Mapping[str, TopologyTree] | N
     warnings: list[str] = []
     root = _root_constraint(workload, shape.family)
     plans = [_role_plan(workload, role, shape.family, warnings) for role in shape.roles]
-    _apply_minimums(workload, plans, warnings)
+    _apply_minimums(workload, shape, plans, warnings)
     topology = _resolve_topology(workload, shape, root, plans, topologies, warnings)
     if topologies is not None and topology is not None:
         _validate_levels(workload, topology, root, plans, topologies)

@@ -74,6 +74,7 @@ class GangScheduler:
         self.wakeups = Wakeups()
         self.stale = StaleGangs(state, self.writer)
         self.offered_only = _Recent()                # native gangs whose best domain kube-scheduler refused
+        self.offered_domains = native_groups.OfferedDomains(state)   # quick refusals of a keyed gang's other domains
         self.member_wait = MemberWait(
             state.settings.member_wait, lambda: state.pods_added,
             lambda whole: state.metrics.member_waits.labels("whole" if whole else "short").inc(),
@@ -122,8 +123,9 @@ class GangScheduler:
             planned = gang is not None and self.state.plans.get(gang) is not None
             outcome.failed = _said_once(outcome.failed, gang if planned else None, outcome.everywhere)
         if outcome.failed and not outcome.nodes:
-            log.info("no node for pod", extra=fields(pod=pod_key(pod), gang=gang,
-                                                     reason=next(iter(outcome.failed.values()))))
+            if not outcome.routine or log.isEnabledFor(logging.DEBUG):
+                log.log(logging.DEBUG if outcome.routine else logging.INFO, "no node for pod", extra=fields(
+                    pod=pod_key(pod), gang=gang, reason=next(iter(outcome.failed.values()))))
             if not outcome.final:
                 namespace, name = pod_key(pod).split("/", 1)
                 self.wakeups.refused(gang or pod_key(pod), namespace, name, self.state.clock(), outcome.ends_at)
@@ -136,6 +138,9 @@ class GangScheduler:
         """(the pod's gang or None, the filter outcome)."""
         state = self.state
         with state.lock:
+            quick = self.offered_domains.refusal(pod, candidates)
+            if quick is not None:        # a keyed native gang's other domain, answered as last time
+                return quick[0], _elsewhere_refusal(candidates, quick[1])
             state.expire_due()
             state.refresh()              # a stale model is rebuilt before the pod is planned
             try:
@@ -177,9 +182,8 @@ class GangScheduler:
             if ident.native_key and slot_state.status == PLANNED and slot_state.node not in candidates:
                 elsewhere = native_groups.other_domain(state, plan, ident.native_key, slot_state.node, candidates)
                 if elsewhere:               # kube-scheduler tries domains one by one: not this one
-                    refusal = refuse_all(candidates, elsewhere)
-                    refusal.final = refusal.unresolvable = True
-                    return ident.gang, refusal
+                    self.offered_domains.remember(pod, plan, ident.native_key, slot_state.node)
+                    return ident.gang, _elsewhere_refusal(candidates, elsewhere)
             if slot_state.status == PLANNED and slot_state.node not in candidates and not ident.native_key:
                 lagging = self._scheduler_lags(plan, slot_state, candidates)
                 if lagging:
@@ -562,6 +566,12 @@ def _timestamp(seconds: float) -> str:
 
 def _group_domains(plan: GangPlan) -> dict[str, str]:
     return {g.group: f"{g.level}={g.domain}" for g in plan.groups.values() if g.domain}
+
+
+def _elsewhere_refusal(candidates: Sequence[str], message: str) -> FilterOutcome:
+    refusal = refuse_all(candidates, message)
+    refusal.final = refusal.unresolvable = refusal.routine = True
+    return refusal
 
 
 def gang_summary(tree: GroupTree) -> str:

@@ -35,6 +35,7 @@ from ..logs import fields, get_logger
 from ..ports import ClusterWriter, EvictionRefused
 from ..state import GANG_ANNOTATION, SLOT_ANNOTATION, ServiceState
 from ..state.plans import GANG_REFUSED, GangPlan
+from . import native_groups
 from .outcome import gang_message, refuse_all
 from .planning import _opted_in as planning_opted_in
 from .planning import exclusive_occupancy, plan_input
@@ -475,7 +476,9 @@ class RunningIndex:
             self.pods.pop(key, None)
             return
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        priority = (pod.get("spec") or {}).get("priority")
+        priority = native_groups.podgroup_priority(self.state, pod)
+        if priority is None:
+            priority = (pod.get("spec") or {}).get("priority")
         self.pods[key] = (group, priority if isinstance(priority, int) else 0,
                           annotations.get(SLOT_ANNOTATION, "") if annotations.get(GANG_ANNOTATION) else None)
 

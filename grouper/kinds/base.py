@@ -126,6 +126,7 @@ class WorkloadKind:
     all_at_once: Callable[[Mapping], bool] = never
     one_after_another: Callable[[Mapping], bool] = never
     still_to_run: Callable[[Mapping], int | None] = unknown
+    elastic_workers: Callable[[Mapping], int | None] = unknown   # the workers its spec lets it start with
     # the name the webhook lists it by among the kinds that number their pods themselves (its pods are held
     # back until the workload is seen); "": its pods carry an index only through pod-index-label
     numbers_pods: str = ""

@@ -48,9 +48,8 @@ def still_to_run(job: Mapping) -> int | None:
 
 JOB = WorkloadKind(
     "job", ("Job",), "batch",
-    owner_rank=20,
     watch=(WatchedKind("batch", "v1", "jobs", "Job", True),),
-    roles=roles, owner=controlled_by("Job"), pods=pods,
+    roles=roles, owner=controlled_by("Job"), owner_rank=20, pods=pods,
     all_at_once=lambda job: True, still_to_run=still_to_run,
     numbers_pods="Indexed batch/v1 Job",
 )

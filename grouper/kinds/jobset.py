@@ -55,8 +55,7 @@ def in_order(jobset: Mapping) -> bool:
 
 JOBSET = WorkloadKind(
     "jobset", (KIND,), None,
-    owner_rank=10,
     watch=(WatchedKind("jobset.x-k8s.io", "v1alpha2", "jobsets", KIND, True),),
-    roles=roles, owner=owner, role_label=names.JOBSET_REPLICATED_JOB, pods=pods,
+    roles=roles, owner=owner, owner_rank=10, role_label=names.JOBSET_REPLICATED_JOB, pods=pods,
     all_at_once=lambda jobset: not in_order(jobset), one_after_another=in_order,
 )

@@ -56,9 +56,19 @@ def pods(job: Mapping, shape: WorkloadShape) -> list[dict]:
     return made
 
 
+def elastic_workers(job: Mapping) -> int | None:
+    """A PyTorchJob's elasticPolicy.minReplicas: the workers it may start with."""
+    if job.get("kind") != "PyTorchJob":
+        return None
+    policy = mapping_field(job, "spec.elasticPolicy", (job.get("spec") or {}).get("elasticPolicy"))
+    value = policy.get("minReplicas")
+    return None if value is None else count_field(job, "spec.elasticPolicy.minReplicas", value, 0)
+
+
 def one_after_another(job: Mapping) -> bool:
     """An MPIJob whose launcher waits for its workers to be ready."""
-    return job.get("kind") == "MPIJob" and (job.get("spec") or {}).get("launcherCreationPolicy") == "WaitForWorkersReady"
+    spec = job.get("spec") or {}
+    return job.get("kind") == "MPIJob" and spec.get("launcherCreationPolicy") == "WaitForWorkersReady"
 
 
 KUBEFLOW = WorkloadKind(
@@ -66,6 +76,6 @@ KUBEFLOW = WorkloadKind(
     watch=tuple(WatchedKind(GROUP, version, kind.lower() + "s", kind, True) for version, kind in WATCHED),
     roles=roles, owner=controlled_by(*SPECS), role_label=names.KF_REPLICA_TYPE, pods=pods,
     all_at_once=lambda job: job.get("kind") in ALL_AT_ONCE, one_after_another=one_after_another,
-    numbers_pods=", ".join(kind for _, kind in WATCHED),
+    elastic_workers=elastic_workers, numbers_pods=", ".join(kind for _, kind in WATCHED),
 )
 

@@ -124,9 +124,9 @@ def pod_index(pod: Mapping, the_role: RoleTemplate) -> int | None:
 
 LWS = WorkloadKind(
     "lws", (KIND,), None,
-    owner_rank=20,
     watch=(WatchedKind(GROUP, "v1", "leaderworkersets", KIND, True),),
-    roles=roles, gangs=gangs, owner=owner, pod_role=pod_role, pod_index=pod_index, pod_gang=pod_gang, pods=pods,
+    roles=roles, gangs=gangs, owner=owner, owner_rank=20, pods=pods,
+    pod_role=pod_role, pod_index=pod_index, pod_gang=pod_gang,
     one_after_another=lambda lws: (lws.get("spec") or {}).get("startupPolicy") == "LeaderReady",
     numbers_pods=KIND,
 )

@@ -60,8 +60,14 @@ def controller_owner(pod: Mapping, kinds: Collection[str] | None = None) -> Owne
 
 
 def controlled_by(*kinds: str):
-    """WorkloadKind.owner for a kind whose pods are found by their controller reference."""
-    return lambda pod: controller_owner(pod, kinds)
+    """WorkloadKind.owner for a kind whose pods are found by their controller reference (the registry merges
+    neighbours of this sort into one look at the pod's controller)."""
+    names = frozenset(kinds)
+
+    def owner(pod: Mapping) -> OwnerRef | None:
+        return controller_owner(pod, names)
+    owner.controller_kinds = names
+    return owner
 
 
 def owner_reference(obj: Mapping, api_version: str | None = None, kind: str | None = None,

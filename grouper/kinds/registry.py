@@ -17,7 +17,7 @@ from ..errors import GroupingError, describe
 from .base import OwnerRef, WatchedKind, WorkloadKind, WorkloadShape
 from .fields import MAX_PODS, check_fields
 from .generic import GENERIC
-from .pods import controller_owner
+from .pods import controlled_by, controller_owner
 
 
 def _found() -> list[WorkloadKind]:
@@ -34,6 +34,7 @@ def _found() -> list[WorkloadKind]:
 KINDS: list[WorkloadKind] = _found()
 _by_group: dict[tuple[str | None, str], WorkloadKind] = {}
 _by_name: dict[str, WorkloadKind] = {}
+_owner_steps: list = []          # the kinds' owner lookups in order, neighbouring controller lookups merged
 
 
 def _index() -> None:
@@ -43,6 +44,16 @@ def _index() -> None:
         for name in workload_kind.kinds:
             _by_group.setdefault((workload_kind.group, name), workload_kind)
             _by_name.setdefault(name, workload_kind)
+    _owner_steps.clear()
+    for workload_kind in KINDS:
+        step = workload_kind.owner
+        if step is None:
+            continue
+        before = getattr(_owner_steps[-1], "controller_kinds", None) if _owner_steps else None
+        if before and getattr(step, "controller_kinds", None):
+            _owner_steps[-1] = controlled_by(*before, *step.controller_kinds)
+        else:
+            _owner_steps.append(step)
 
 
 def register(workload_kind: WorkloadKind) -> WorkloadKind:
@@ -84,11 +95,10 @@ def numbering_kinds() -> str:
 def owner_of(pod: Mapping) -> OwnerRef | None:
     """The workload (Job, kubeflow job, LeaderWorkerSet, JobSet, other controller) or the PodGroup
     a pod belongs to; None for a bare pod outside any PodGroup."""
-    for workload_kind in KINDS:
-        if workload_kind.owner is not None:
-            found = workload_kind.owner(pod)
-            if found is not None:
-                return found
+    for step in _owner_steps:
+        found = step(pod)
+        if found is not None:
+            return found
     return controller_owner(pod)
 
 
