@@ -79,9 +79,9 @@ class Settings(BaseSettings):
     plain_pods: Literal["binpack", "spread", "neutral"] = "binpack"
     max_request_bytes: int = Field(128 * 2**20, ge=1024)
     webhook_owner_grace: float = Field(30.0, ge=0)   # seconds the webhook denies pods whose owner is not cached yet
-    # seconds a held gang pod waits for its next sibling; a hold lasts at most four of them, kept under the 5 s
-    # httpTimeout of the shipped scheduler configuration
-    member_wait: float = Field(0.25, ge=0, le=1)
+    # seconds a held gang pod waits for its next sibling (never over 5 ms a call). 0, the default: refused at
+    # once, retried as its siblings arrive; measured faster than holding, and holds nothing (docs/native.md)
+    member_wait: float = Field(0.0, ge=0, le=1)
     # where PodGroups are served, gate our gangs with a native PodGroup (kube-scheduler waits for the members)
     native_gate: Literal["auto", "on", "off"] = "auto"
     # seconds a gang may run below its minimum (some pods bound, too few) before its pods are evicted and it

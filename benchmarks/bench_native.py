@@ -1,8 +1,13 @@
 """Side by side with native topology scheduling, on a real control plane with the v1.36 gates on: the same
 gangs through (a) kube-scheduler's own TopologyAwareWorkloadScheduling (native PodGroups, `default-scheduler`,
-no extender) and (b) our profile (`tas-scheduler` + the extender), in the same run, rounds alternating.
+no extender), (b) our profile (`tas-scheduler` + the extender) and (c) the same native PodGroups through a
+kube-scheduler that calls a do-nothing extender (benchmarks/null_extender_stack.py: the first candidate, on the
+service's own uvicorn stack), in the same run, rounds alternating. (c) is the ceiling for any filtering
+extender on gangs with a native topology key: kube-scheduler calls the extender for every member in every
+domain with room, whatever the extender answers.
 
     TAS_K8S_ASSETS=/path/to/kubernetes/binaries python benchmarks/bench_native.py [--nodes 256] [--gangs 24]
+        [--kinds native,null,ours]
 
 Workloads (each gang `--pods` pods of 8 GPUs, created by 8 threads at once):
 - `block`: one required block per gang. Native: a PodGroup with the block key. Ours: the same PodGroup.
@@ -28,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e"), str(ROOT / "benchmarks")]
 
-from bench_e2e import BindingWatch, clear, layout  # noqa: E402
+from bench_e2e import SCHEDULER, BindingWatch, clear, layout, start_schedulers  # noqa: E402
 from cluster import GPU, LEVELS, E2ECluster  # noqa: E402
 from controlplane import ControlPlane, find_binaries  # noqa: E402
 
@@ -36,6 +41,8 @@ ZONE, BLOCK, RACK, HOST = LEVELS
 SEGMENT = 4
 WORKLOADS = {"block": (BLOCK, None), "rack": (RACK, None), "segments": (BLOCK, RACK)}
 EXPRESSIBLE = {"block": True, "rack": True, "segments": False}
+KINDS = {"native": "native (no extender)", "null": "native + do-nothing extender", "ours": "tas-scheduler + extender"}
+SCHEDULER_OF = {"native": "default-scheduler", "null": SCHEDULER["null"], "ours": "tas-scheduler"}
 
 
 def native_podgroup(name: str, pods: int, key: str) -> dict:
@@ -60,7 +67,7 @@ def pod(name: str, gang: str, segment: int, kind: str, workload: str) -> dict:
         metadata["labels"]["kai.scheduler/subgroup-name"] = f"s{segment}"
     else:
         spec["schedulingGroup"] = {"podGroupName": gang}
-    spec["schedulerName"] = "tas-scheduler" if kind == "ours" else "default-scheduler"
+    spec["schedulerName"] = SCHEDULER_OF[kind]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
@@ -151,7 +158,7 @@ def table(results: dict[tuple[str, str], list[dict]]) -> str:
         def mean(field):
             return statistics.mean(r[field] for r in rounds)
         name = workload + ("" if EXPRESSIBLE[workload] else " (native cannot express)")
-        rows.append((name, "native (no extender)" if kind == "native" else "tas-scheduler + extender",
+        rows.append((name, KINDS[kind],
                      f"{mean('pods_per_second'):.1f}", f"{mean('span_mean'):.2f}", f"{mean('span_worst'):.2f}",
                      f"{mean('placed'):.1f}", f"{mean('racks_per_gang'):.2f}", f"{mean('racks_per_segment'):.2f}",
                      f"{mean('violations'):.1f}"))
@@ -169,11 +176,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="rounds of each kind per workload")
     parser.add_argument("--verbose", action="store_true", help="each round's extender and scheduler latencies")
     parser.add_argument("--workloads", default="block,rack,segments", help="comma-separated: block, rack, segments")
+    parser.add_argument("--kinds", default="native,null,ours", help="comma-separated: " + ", ".join(KINDS))
     args = parser.parse_args()
     workloads = [w for w in args.workloads.split(",") if w]
     unknown = [w for w in workloads if w not in WORKLOADS]
     if unknown:
         parser.error(f"--workloads {','.join(unknown)}: valid: {', '.join(WORKLOADS)}")
+    kinds = [k for k in args.kinds.split(",") if k]
+    if not kinds or any(k not in KINDS for k in kinds):
+        parser.error(f"--kinds {args.kinds}: valid: {', '.join(KINDS)}")
     if args.pods % SEGMENT or args.pods < SEGMENT:
         parser.error(f"--pods {args.pods}: expected a multiple of {SEGMENT}")
     binaries, reason = find_binaries()
@@ -187,14 +198,15 @@ def main() -> int:
         try:
             cluster = E2ECluster(plane, direct=True).install()
             cluster.add_gpu_nodes(layout(0, args.nodes), taint=False)
+            if "null" in kinds:
+                start_schedulers(cluster, ["null"])
             n = 0
             for workload in workloads:
                 pods = 8 if workload == "rack" else args.pods
                 gangs = args.gangs or max(1, args.nodes // (2 * pods))
-                kinds = ["native", "ours"]
                 for kind in (kinds + kinds[::-1]) * args.rounds:
-                    if len(results.get((workload, kind), [])) >= args.rounds:
-                        continue
+                    if len(results.get((workload, kind), [])) >= args.rounds or (kind == "null" and workload == "segments"):
+                        continue            # the do-nothing extender places no segments: nothing to compare
                     namespace = f"bench-{n}"
                     n += 1
                     result = run_round(cluster, namespace, kind, workload, gangs, pods)
@@ -207,7 +219,8 @@ def main() -> int:
                         print(f"      extender: {result['calls']}", flush=True)
                     clear(cluster, namespace)
             print(f"\n{args.nodes} nodes, gates on (v1.36.2); means over {args.rounds} round(s) per kind:\n")
-            print(table({key: results[key] for key in sorted(results, key=lambda k: (workloads.index(k[0]), k[1]))}))
+            print(table({key: results[key] for key in sorted(results, key=lambda k: (workloads.index(k[0]),
+                                                                                     list(KINDS).index(k[1])))}))
         finally:
             if cluster is not None:
                 cluster.stop()

@@ -168,17 +168,24 @@ def _leaf(podgroup: Mapping, policy: Policy, pods: Sequence[Mapping], tree: Grou
                  min_member=policy.minimum, required_level=policy.key)
 
 
+def group_priority(policy: Policy, classes: Sequence[Mapping]) -> tuple[int, str] | None:
+    """(priority, preemption policy) a PodGroup or CompositePodGroup sets itself: spec.priority, else its
+    priorityClassName's value; None when it sets neither (its pods' priority counts then)."""
+    if policy.priority is not None:
+        return policy.priority, "PreemptLowerPriority"
+    if policy.priority_class:
+        return class_priority({"priorityClassName": policy.priority_class}, classes)
+    return None
+
+
 def _priority(tree: GroupTree, policies: Sequence[Policy], classes: Sequence[Mapping]) -> None:
     """PodGroup spec.priority, else its priorityClassName's value, else the member pods' priority."""
     for policy in policies:
-        if policy.priority is not None:
-            tree.priority = policy.priority
+        resolved = group_priority(policy, classes)
+        if resolved is not None:
+            tree.priority, tree.preemption_policy = resolved
+            tree.priority_from_group = True
             return
-        if policy.priority_class:
-            resolved = class_priority({"priorityClassName": policy.priority_class}, classes)
-            if resolved is not None:
-                tree.priority, tree.preemption_policy = resolved
-                return
     spec = next(iter(tree.roles.values())).pod_spec if tree.roles else {}
     if isinstance(spec.get("priority"), int):
         tree.priority = spec["priority"]

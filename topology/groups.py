@@ -91,6 +91,9 @@ class GroupTree:
     strategy: str | None = None          # per-workload override of binpack / spread
     priority: int = 0
     preemption_policy: str = "PreemptLowerPriority"
+    # The priority is the gang object's own (a native PodGroup's priority or priorityClassName, as
+    # kube-scheduler's workload-aware preemption reads it), not its pods': admission does not override it.
+    priority_from_group: bool = False
     warnings: list[str] = field(default_factory=list)
     workload: str = ""                   # the name of the object the user submitted (Job, LWS, PodGroup, ...)
 

@@ -81,7 +81,7 @@ def _admitted_priority(tree: GroupTree, spec: Mapping) -> dict:
     """The priority the Priority admission plugin set on the pod (from its priorityClassName or the
     globalDefault class); the template only carries the class name."""
     priority = spec.get("priority")
-    if not isinstance(priority, int) or isinstance(priority, bool):
+    if not isinstance(priority, int) or isinstance(priority, bool) or tree.priority_from_group:
         return {}
     return {"priority": priority, "preemption_policy": spec.get("preemptionPolicy") or tree.preemption_policy}
 

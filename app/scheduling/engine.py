@@ -28,6 +28,7 @@ from topology.quantity import format_units
 from topology.resources import BASE_RESOURCES, pod_requests
 
 from ..logs import fields, get_logger
+from ..ports import ClusterWriter
 from ..state.plans import BOUND, DONE, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
 from ..settings import Settings
 from ..state import ServiceState
@@ -56,17 +57,24 @@ class GangScheduler:
     which pods changed (the preemptor's index of running pods). It records its decisions through
     `state.book`, the one writer of gang plans and slots."""
 
-    def __init__(self, settings: Settings | None = None, *, clock: Callable[[], float] = time.time):
+    def __init__(self, settings: Settings | None = None, *, clock: Callable[[], float] = time.time,
+                 writer: Callable[[ServiceState], ClusterWriter | None] | None = None, elector=None):
+        """Builds and owns its ServiceState (handing it `elector` and the engine's two observers), then
+        `writer(state)`: the ClusterWriter every write goes through (the in-memory writer changes the state it
+        is given; a live one ignores it). Without a writer, binds and evictions answer that none is
+        configured."""
         self.preemptor: Preemptor | None = None
-        self.state = state = ServiceState(settings, clock=clock, on_nodes_changed=self._nodes_changed,
-                                          on_pod_changed=self._pod_changed)
+        self.state = state = ServiceState(settings, clock=clock, elector=elector,
+                                          on_nodes_changed=self._nodes_changed, on_pod_changed=self._pod_changed)
+        self.writer = writer(state) if writer is not None else None
         self.scorer = Scorer(state)
-        self.binder = Binder(state)
-        self.preemptor = Preemptor(state)   # tests may set it to None: a refused gang then simply waits
+        self.binder = Binder(state, self.writer)
+        self.preemptor = Preemptor(state, self.writer)   # tests may set it to None: a refused gang then simply waits
         self.seen_roles = admitted.SeenRoles()
         self.wakeups = Wakeups()
-        self.stale = StaleGangs(state)
+        self.stale = StaleGangs(state, self.writer)
         self.offered_only = _Recent()                # native gangs whose best domain kube-scheduler refused
+        self.offered_domains = native_groups.OfferedDomains(state)   # quick refusals of a keyed gang's other domains
         self.member_wait = MemberWait(
             state.settings.member_wait, lambda: state.pods_added,
             lambda whole: state.metrics.member_waits.labels("whole" if whole else "short").inc(),
@@ -115,8 +123,9 @@ class GangScheduler:
             planned = gang is not None and self.state.plans.get(gang) is not None
             outcome.failed = _said_once(outcome.failed, gang if planned else None, outcome.everywhere)
         if outcome.failed and not outcome.nodes:
-            log.info("no node for pod", extra=fields(pod=pod_key(pod), gang=gang,
-                                                     reason=next(iter(outcome.failed.values()))))
+            if not outcome.routine or log.isEnabledFor(logging.DEBUG):
+                log.log(logging.DEBUG if outcome.routine else logging.INFO, "no node for pod", extra=fields(
+                    pod=pod_key(pod), gang=gang, reason=next(iter(outcome.failed.values()))))
             if not outcome.final:
                 namespace, name = pod_key(pod).split("/", 1)
                 self.wakeups.refused(gang or pod_key(pod), namespace, name, self.state.clock(), outcome.ends_at)
@@ -129,6 +138,9 @@ class GangScheduler:
         """(the pod's gang or None, the filter outcome)."""
         state = self.state
         with state.lock:
+            quick = self.offered_domains.refusal(pod, candidates)
+            if quick is not None:        # a keyed native gang's other domain, answered as last time
+                return quick[0], _elsewhere_refusal(candidates, quick[1])
             state.expire_due()
             state.refresh()              # a stale model is rebuilt before the pod is planned
             try:
@@ -170,9 +182,8 @@ class GangScheduler:
             if ident.native_key and slot_state.status == PLANNED and slot_state.node not in candidates:
                 elsewhere = native_groups.other_domain(state, plan, ident.native_key, slot_state.node, candidates)
                 if elsewhere:               # kube-scheduler tries domains one by one: not this one
-                    refusal = refuse_all(candidates, elsewhere)
-                    refusal.final = refusal.unresolvable = True
-                    return ident.gang, refusal
+                    self.offered_domains.remember(pod, plan, ident.native_key, slot_state.node)
+                    return ident.gang, _elsewhere_refusal(candidates, elsewhere)
             if slot_state.status == PLANNED and slot_state.node not in candidates and not ident.native_key:
                 lagging = self._scheduler_lags(plan, slot_state, candidates)
                 if lagging:
@@ -482,7 +493,7 @@ class GangScheduler:
         """Patch the wake annotation onto each refused pod whose wait is due and which still waits for a
         node (the leader only: kube-scheduler asks the leader). Returns the number of pods woken."""
         state = self.state
-        if state.writer is None or not state.is_leader():
+        if self.writer is None or not state.is_leader():
             return 0
         now = state.clock()
         woken = 0
@@ -494,7 +505,7 @@ class GangScheduler:
             if not waiting:
                 continue
             try:
-                state.writer.annotate_pod(wake.namespace, wake.name, {WAKE_ANNOTATION: _timestamp(now)})
+                self.writer.annotate_pod(wake.namespace, wake.name, {WAKE_ANNOTATION: _timestamp(now)})
                 woken += 1
             except Exception as err:  # noqa: BLE001 - gone meanwhile, or the API is down: the next refusal retries
                 log.info("wake-up failed", extra=fields(pod=f"{wake.namespace}/{wake.name}", error=str(err)))
@@ -555,6 +566,12 @@ def _timestamp(seconds: float) -> str:
 
 def _group_domains(plan: GangPlan) -> dict[str, str]:
     return {g.group: f"{g.level}={g.domain}" for g in plan.groups.values() if g.domain}
+
+
+def _elsewhere_refusal(candidates: Sequence[str], message: str) -> FilterOutcome:
+    refusal = refuse_all(candidates, message)
+    refusal.final = refusal.unresolvable = refusal.routine = True
+    return refusal
 
 
 def gang_summary(tree: GroupTree) -> str:

@@ -7,13 +7,15 @@ from dataclasses import replace
 
 from grouper import GroupingError, PodIdentity, group_workload, identify_pod, owner_of
 from grouper.kinds import workload_shape
-from grouper.native import (API_GROUP, constrain, controller_ref, group_native, group_native_tree, is_gate,
-                            native_identity, parent_name, policy_of, scheduling_group, templates, workload_name)
+from grouper.native import (API_GROUP, constrain, controller_ref, group_native, group_native_tree, group_priority,
+                            is_gate, native_identity, parent_name, policy_of, scheduling_group, templates,
+                            workload_name)
 from grouper.workloads import opts_in
 from topology.cluster import pod_key
 from topology.objects import group_of
 
 from ..state import ServiceState
+from ..state.plans import GANG_REFUSED
 
 
 def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
@@ -56,6 +58,24 @@ def _identify(state: ServiceState, pod: Mapping, podgroup: Mapping, namespace: s
     key = ("native", _version(podgroup), tuple(sorted(_member(p) for p in pods)), versions)
     tree = _cached(state, key, lambda: group_native(podgroup, pods, topologies, classes))
     return native_identity(pod, tree, pods, owner=(API_GROUP, "PodGroup", namespace, name))
+
+
+def podgroup_priority(state: ServiceState, pod: Mapping) -> int | None:
+    """The priority of the gang PodGroup a pod names, when the PodGroup sets one (spec.priority or its
+    priorityClassName): a victim's priority as kube-scheduler's workload-aware preemption counts it."""
+    name = scheduling_group(pod)
+    if name is None:
+        return None
+    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+    podgroup = state.objects.get("PodGroup", namespace, name, group=API_GROUP)
+    if podgroup is None or is_gate(podgroup):
+        return None
+    try:
+        policy = policy_of(podgroup)
+    except GroupingError:
+        return None
+    resolved = group_priority(policy, list(state.objects.list("PriorityClass"))) if policy.gang else None
+    return resolved[0] if resolved is not None else None
 
 
 def _tree_identity(state: ServiceState, pod: Mapping, workload: Mapping, versions: tuple) -> PodIdentity:
@@ -158,25 +178,94 @@ def other_domain(state: ServiceState, plan, key: str, node: str | None, candidat
     gang is planned in another, this attempt is not ours: refused with where the gang is planned (the
     cycle then keeps the domain where every member passed). None when the planned node's own domain is
     offered (it is re-planned inside it at once) or the candidates span several domains."""
+    found = _key_level(state, plan, key)
+    if found is None or node is None:
+        return None
+    topology, level = found
+    index = state.cluster.node_index
+    owners = topology.node_domain[level]
+    planned = _domain_of(owners, index, node)
+    offered = _one_domain(owners, index, candidates)
+    if planned < 0 or offered is None or offered == planned:
+        return None
+    return _elsewhere(plan.key, key, topology.domain_value(level, planned), topology.domain_value(level, offered))
+
+
+def _key_level(state: ServiceState, plan, key: str):
     topology = state.cluster.topologies.get(plan.tree.topology or "")
-    if topology is None or node is None:
+    if topology is None:
         return None
     try:
-        level = topology.level_index(key)
+        return topology, topology.level_index(key)
     except ValueError:
         return None
-    index = state.cluster.node_index
 
-    def domain(name: str) -> str | None:
-        i = index.get(name)
-        found = int(topology.node_domain[level][i]) if i is not None else -1
-        return topology.domain_value(level, found) if found >= 0 else None
-    planned, offered = domain(node), set()
+
+def _domain_of(owners, index: Mapping[str, int], name: str) -> int:
+    i = index.get(name)
+    return int(owners[i]) if i is not None else -1
+
+
+def _one_domain(owners, index: Mapping[str, int], candidates: Sequence[str]) -> int | None:
+    """The one domain every candidate lies in; None when they span several, or one lies in none."""
+    offered = None
     for name in candidates:
-        offered.add(domain(name))
-        if len(offered) > 1:
+        domain = _domain_of(owners, index, name)
+        if domain < 0 or (offered is not None and domain != offered):
             return None
-    if planned is None or not offered or planned in offered or None in offered:
-        return None
-    return (f"gang {plan.key} is planned in {key}={planned}; this attempt offers {key}={offered.pop()}: refused at "
+        offered = domain
+    return offered
+
+
+def _elsewhere(gang: str, key: str, planned: str, offered: str) -> str:
+    return (f"gang {gang} is planned in {key}={planned}; this attempt offers {key}={offered}: refused at "
             f"once (kube-scheduler tries the gang's other domains in the same cycle)")
+
+
+class OfferedDomains:
+    """kube-scheduler calls the filter for every member of a keyed native gang in every domain with room
+    (24 calls a pod for rack gangs on 256 nodes), and all but one domain get the same refusal. After the
+    first, the others are answered here from what that one found (the gang's plan, its key's level and
+    domain), without grouping or planning: while nothing changed (the state's generation and model),
+    the plan is the same object, planned (not refused, not preempting) and not expired."""
+
+    def __init__(self, state: ServiceState):
+        self.state = state
+        self._known: dict[tuple[str, str], tuple] = {}        # (namespace, PodGroup) -> what the answer needs
+
+    def remember(self, pod: Mapping, plan, key: str, node: str) -> None:
+        found = _key_level(self.state, plan, key)
+        name = scheduling_group(pod)
+        if found is None or name is None:
+            return
+        topology, level = found
+        owners = topology.node_domain[level]
+        planned = _domain_of(owners, self.state.cluster.node_index, node)
+        if planned < 0:
+            return
+        if len(self._known) > 4096:
+            self._known.clear()
+        state = self.state
+        self._known[((pod.get("metadata") or {}).get("namespace") or "default", name)] = (
+            plan, state.generation, state.rebuilds, topology, level, planned, key)
+
+    def refusal(self, pod: Mapping, candidates: Sequence[str]) -> tuple[str, str] | None:
+        """(the gang, the refusal the full path would give this call), or None (then the full path answers).
+        Call under the state lock."""
+        name = scheduling_group(pod)
+        if name is None or not self._known:
+            return None
+        known = self._known.get(((pod.get("metadata") or {}).get("namespace") or "default", name))
+        if known is None:
+            return None
+        plan, generation, rebuilds, topology, level, planned, key = known
+        state = self.state
+        if state.generation != generation or state.rebuilds != rebuilds or state.stale \
+                or state.plans.get(plan.key) is not plan or plan.status == GANG_REFUSED or plan.preemption \
+                or (plan.expires is not None and plan.expires <= state.clock()):
+            return None
+        offered = _one_domain(topology.node_domain[level], state.cluster.node_index, candidates)
+        if offered is None or offered == planned:
+            return None
+        return plan.key, _elsewhere(plan.key, key, topology.domain_value(level, planned),
+                                    topology.domain_value(level, offered))

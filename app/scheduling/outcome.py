@@ -21,6 +21,7 @@ class FilterOutcome:
     unresolvable: bool = False
     awaiting: tuple[str, int] | None = None            # (gang, pods missing) when refused "waiting for N more pods"
     everywhere: int = 0                                # unresolvable: `failed`'s one node stands for this many
+    routine: bool = False                              # an expected refusal (a keyed gang's other domain): logged at debug
 
 
 def refuse_all(candidates: Sequence[str], message: str, unresolvable: bool = False) -> FilterOutcome:

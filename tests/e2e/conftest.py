@@ -14,12 +14,12 @@ from cluster import E2ECluster
 from controlplane import ControlPlane, find_binaries, gates_from_env
 
 
-def _plane(tmp_path_factory, gates: bool):
+def _plane(tmp_path_factory, gates: bool, extra_gates: str = ""):
     binaries, reason = find_binaries()
     if reason:
         pytest.skip(reason)
     plane = ControlPlane(binaries, tmp_path_factory.mktemp("control-plane-gates" if gates else "control-plane"),
-                         gates=gates)
+                         gates=gates, extra_gates=extra_gates)
     try:
         yield plane.start()
     finally:
@@ -40,6 +40,18 @@ def native_cluster(request, tmp_path_factory):
         yield request.getfixturevalue("cluster")
         return
     for plane in _plane(tmp_path_factory, True):
+        e2e = E2ECluster(plane)
+        try:
+            yield e2e.install()
+        finally:
+            e2e.stop()
+
+
+@pytest.fixture(scope="session")
+def preemption_cluster(tmp_path_factory):
+    """A cluster with the native gates and WorkloadAwarePreemption on (PodGroup priorities kept, kube-scheduler's
+    own workload-aware preemption instead of its per-pod one), for the native priority tests only."""
+    for plane in _plane(tmp_path_factory, True, "WorkloadAwarePreemption=true"):
         e2e = E2ECluster(plane)
         try:
             yield e2e.install()
@@ -101,6 +113,12 @@ def ns(cluster, request):
 def native_ns(native_cluster, request):
     """A namespace (and nodes) on the cluster with the native gates on."""
     yield from _namespace(native_cluster, request)
+
+
+@pytest.fixture
+def preemption_ns(preemption_cluster, request):
+    """A namespace (and nodes) on the cluster with WorkloadAwarePreemption on."""
+    yield from _namespace(preemption_cluster, request)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

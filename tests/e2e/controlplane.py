@@ -171,11 +171,13 @@ class ControlPlane:
     server: str = ""
     admin_kubeconfig: Path | None = None
     gates: bool = False                  # native workload scheduling feature gates on every component
+    extra_gates: str = ""                # more gates with them, e.g. "WorkloadAwarePreemption=true"
 
     def _gate_args(self, apiserver: bool = False) -> list[str]:
         if not self.gates:
             return []
-        return ["--feature-gates", NATIVE_GATES] + (["--runtime-config", NATIVE_RUNTIME_CONFIG] if apiserver else [])
+        gates = NATIVE_GATES + (f",{self.extra_gates}" if self.extra_gates else "")
+        return ["--feature-gates", gates] + (["--runtime-config", NATIVE_RUNTIME_CONFIG] if apiserver else [])
 
     def start(self) -> "ControlPlane":
         self.certs = Certificates(self.folder / "pki")
