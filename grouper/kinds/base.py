@@ -153,6 +153,10 @@ class WorkloadKind:
     # the whole gang holds exclusively, and each role's SegmentRule
     exclusive_annotation: str | None = None
     segment_rule: Callable[[Mapping, RoleTemplate], SegmentRule] = annotations_only
+    # whom an exclusive gang keeps away from (grouper/exclusive.py): its gangs always count as kept apart,
+    # exclusive or not, and the gang (namespace/name) a pod of it names by its own labels
+    always_apart: bool = False
+    apart_gang: Callable[[Mapping], str | None] = unknown
     # the name the webhook lists it by among the kinds that number their pods themselves (its pods are held
     # back until the workload is seen); "": its pods carry an index only through pod-index-label
     numbers_pods: str = ""

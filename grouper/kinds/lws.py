@@ -155,6 +155,17 @@ def segment_rule(lws: Mapping, the_role: RoleTemplate) -> SegmentRule:
     return _subgroups(lws, the_role) if the_role.name == "worker" else NO_RULE
 
 
+def apart_gang(pod: Mapping) -> str | None:
+    """Upstream enforces exclusivity with required anti-affinity on the group-key label (Exists, NotIn its
+    own key): a pod with that label belongs to its group's gang, whichever PodGroup KAI names it by."""
+    metadata = pod.get("metadata") or {}
+    group = (metadata.get("labels") or {}).get(names.LWS_GROUP_KEY)
+    if group is None:
+        return None
+    name = (metadata.get("annotations") or {}).get(names.KAI_PODGROUP_ANNOTATION) or group
+    return f"{metadata.get('namespace') or 'default'}/{name}"
+
+
 LWS = WorkloadKind(
     "lws", (KIND,), None,
     watch=(WatchedKind(GROUP, "v1", "leaderworkersets", KIND, True),),
@@ -162,5 +173,6 @@ LWS = WorkloadKind(
     pod_role=pod_role, pod_index=pod_index, pod_gang=pod_gang,
     one_after_another=lambda lws: (lws.get("spec") or {}).get("startupPolicy") == "LeaderReady",
     exclusive_annotation=names.LWS_EXCLUSIVE, segment_rule=segment_rule,
+    always_apart=True, apart_gang=apart_gang,
     numbers_pods=KIND,
 )

@@ -65,6 +65,12 @@ PRODUCT = ("app", "grouper", "topology")
 FAMILIES = {k.name for k in KINDS} | {"generic"}
 
 
+def _kind_constant(node: ast.expr) -> bool:
+    """A name such as LWS_KIND: a workload kind's Kind name held in a constant."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name.endswith("_KIND") and name not in ("POD_KIND", "NODE_KIND")
+
+
 def _strings(node: ast.expr) -> list[str]:
     items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
     return [item.value for item in items if isinstance(item, ast.Constant) and isinstance(item.value, str)]
@@ -72,16 +78,17 @@ def _strings(node: ast.expr) -> list[str]:
 
 def kind_branches(source: str) -> list[str]:
     """Where code tells workload kinds apart by family: `family_of(...)`, `.family`, or a comparison with a
-    kind's name ("lws", "job", ...). Only grouper/kinds/ may: elsewhere a kind's rules come from its
-    WorkloadKind."""
+    kind's name ("lws", "job", ...) or with a constant holding its Kind (LWS_KIND). Only grouper/kinds/
+    may: elsewhere a kind's rules come from its WorkloadKind."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Name) and node.id == "family_of" or isinstance(node, ast.Attribute) and \
                 node.attr in ("family", "family_of"):
             found.append(f"line {node.lineno}: {ast.unparse(node)}")
         elif isinstance(node, ast.Compare):
-            named = [s for operand in [node.left, *node.comparators] for s in _strings(operand) if s in FAMILIES]
-            if named:
+            operands = [node.left, *node.comparators]
+            named = [s for operand in operands for s in _strings(operand) if s in FAMILIES]
+            if named or any(_kind_constant(operand) for operand in operands):
                 found.append(f"line {node.lineno}: {ast.unparse(node)}")
     return found
 
@@ -99,6 +106,7 @@ def test_no_module_outside_the_kind_files_branches_on_a_kind_family():
     'x = family in ("job", "kubeflow")',
     'if family_of(workload) != "lws": pass',
     'y = "statefulset" != kind.name',
+    'z = tree.kind == LWS_KIND',
 ])
 def test_the_kind_branch_check_finds_a_family_comparison(source):
     assert kind_branches(source)
