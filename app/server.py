@@ -26,7 +26,7 @@ from .http.extender import build_router
 from .http.ui import router as ui_router
 from .http.webhook import router as webhook_router
 from .kube.native_gate import NativeGate
-from .kube.parts import KubeParts
+from .kube.parts import KubeConnection
 from .listeners import debug_apart, sub_app, verbs_apart
 from .logs import fields, get_logger
 from .memory import MemoryWriter, load_into, place_demo_gangs
@@ -44,24 +44,38 @@ SWITCH_INTERVAL = 0.0005
 
 
 def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] | None = None,
-               writer: ClusterWriter | None = None, clock: Callable[[], float] = time.time,
-               kube: Callable[[Settings, ServiceState], "KubeParts"] | None = None,
+               writer: Callable[[ServiceState], ClusterWriter] | None = None, elector=None,
+               clock: Callable[[], float] = time.time,
+               kube: Callable[[Settings], KubeConnection] | None = None,
                serving: bool = False) -> FastAPI:
     """The service. Standalone unless settings name a kubeconfig or in-cluster config (or `kube` is
-    given); `objects` replaces the demo / --cluster file in standalone mode; `kube(settings, state)`
-    builds the Kubernetes parts instead of app.kube.adapters (tests point it at a fake API server).
+    given); `objects` replaces the demo / --cluster file in standalone mode; `kube(settings)` builds the
+    Kubernetes connection instead of app.kube.adapters (tests point it at a fake API server). `writer(state)`
+    builds the ClusterWriter instead of the mode's own (MemoryWriter, or the connection's); `elector` is the
+    standalone service's leader elector (none: it always leads).
     `serving` (the serve command, and benchmarks that measure it): this process serves this app alone, so
     the loaded cluster moves out of the garbage collector's passes and threads switch sooner (see
     SWITCH_INTERVAL)."""
     settings = settings or Settings()
     if serving:
         sys.setswitchinterval(SWITCH_INTERVAL)
-    engine = GangScheduler(settings, clock=clock)         # it builds and owns the state
+    standalone = kube is None and settings.mode == "standalone"
+    # 1. what reaches the cluster and needs nothing of ours: a live cluster's writer and elector
+    connection = None if standalone else (kube or build_kube_connection)(settings)
+    if connection is not None:
+        elector = connection.elector
+        writer = writer or (lambda _state: connection.writer)
+    # 2. the engine, which builds and owns the state; the writer is built from that state (MemoryWriter
+    #    changes it, as the API server would)
+    engine = GangScheduler(settings, clock=clock, elector=elector, writer=writer or MemoryWriter)
     state = engine.state
+    # 3. what feeds the state: the live cluster's list/watch source, or the standalone objects
     background: list = []
-
-    if kube is None and settings.mode == "standalone":
-        state.writer = writer or MemoryWriter(state)
+    if connection is not None:
+        parts = connection.parts(state)
+        parts.freeze_gc = serving
+        background.append(parts)
+    else:
         fleet = demo_fleet(settings.demo_size) if objects is None and settings.demo_size else None
         if fleet is not None:
             objects = [*fleet[0], *fleet[1], fleet[2]]
@@ -75,12 +89,6 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
         log.info("standalone cluster loaded", extra=fields(
             source=settings.cluster or "built-in demo", nodes=len(state.cluster.nodes),
             topologies=sorted(state.cluster.topologies)))
-    else:
-        parts = (kube or build_kube_parts)(settings, state)
-        parts.freeze_gc = serving
-        state.writer = writer or parts.writer
-        state.elector = parts.elector
-        background.append(parts)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -102,7 +110,7 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
                   description="Topology-aware gang and segment scheduler extender")
     app.state.service = state
     app.state.engine = engine
-    app.state.native_gate = NativeGate(state)
+    app.state.native_gate = NativeGate(state, engine.writer)
     app.state.listeners = {}                   # routes kept off the main port (see app/listeners.py)
     verbs, debug = build_router(settings.url_prefix), [debug_router, ui_router]
     if verbs_apart(settings):
@@ -158,7 +166,7 @@ async def _evict_stale_forever(engine: GangScheduler) -> None:
             log.exception("stale gang eviction failed")
 
 
-def build_kube_parts(settings: Settings, state: ServiceState) -> KubeParts:
+def build_kube_connection(settings: Settings) -> KubeConnection:
     """The Kubernetes adapters (app/kube) for a kubeconfig or the in-cluster config."""
     from .kube import adapters      # the kubernetes client is imported only for a live cluster
-    return adapters(settings, state)
+    return adapters(settings)

@@ -175,7 +175,7 @@ async def run(node_count: int, cycles: int, churn: bool) -> None:
     started = time.perf_counter()
     app = create_app(Settings(log_level="warning", preemption="on"), objects=cluster(node_count), serving=True)
     names = list(app.state.service.cluster.node_names)
-    app.state.service.writer.blocking = True            # as against the API: evictions and searches in threads
+    app.state.engine.writer.blocking = True            # as against the API: evictions and searches in threads
     print(f"\n== {node_count:,} nodes, {len(app.state.service.cluster.pods):,} running pods "
           f"(app built in {time.perf_counter() - started:.1f} s)")
     gang_pods = expand_pods(gang_job())

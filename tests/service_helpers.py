@@ -80,10 +80,10 @@ def plain_pod(name: str, gpus: int = 0, cpu: str = "1", namespace: str = "defaul
 
 
 def make_client(*workloads: dict, clock: Clock | None = None, objects: list[dict] | None = None,
-                **settings) -> TestClient:
+                elector=None, **settings) -> TestClient:
     base = objects if objects is not None else demo_objects()
     app = create_app(Settings(**settings), objects=[*copy.deepcopy(base), *workloads],
-                     clock=clock or Clock())
+                     clock=clock or Clock(), elector=elector)
     return TestClient(app)
 
 

@@ -22,8 +22,9 @@ _REMEMBERED = 10_000
 
 
 class NativeGate:
-    def __init__(self, state):
+    def __init__(self, state, writer):
         self.state = state
+        self.writer = writer             # the ClusterWriter that creates the gate PodGroups
         self._created: OrderedDict[tuple[str, str], bool] = OrderedDict()
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
@@ -63,7 +64,7 @@ class NativeGate:
 
     def _create(self, namespace: str, body: dict) -> None:
         try:
-            self.state.writer.create_podgroup(namespace, body)
+            self.writer.create_podgroup(namespace, body)
         except Exception as error:      # noqa: BLE001 - the gang then waits at the filter, as without the gate
             with self._lock:
                 self._created.pop((namespace, body["metadata"]["name"]), None)

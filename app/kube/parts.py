@@ -1,15 +1,31 @@
-"""KubeParts: the live-cluster pieces the composition root (app.server) starts and stops together."""
+"""The live-cluster pieces the composition root (app.server) builds and starts and stops together.
+
+KubeConnection holds what needs nothing of the service (the writer, the leader elector): the root builds the
+engine and its state with them, then `connection.parts(state)` adds the list/watch source feeding that state."""
 from __future__ import annotations
 
 import contextlib
 import gc
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..logs import get_logger
-from ..ports import ClusterWriter
+from ..ports import ClusterWriter, ObjectSink
 
 log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class KubeConnection:
+    """The writer and the leader elector of a live cluster, and how to build its source for a sink."""
+    writer: ClusterWriter | None
+    elector: object | None          # anything with is_leader(), start() and stop()
+    source: Callable[[ObjectSink], object]      # sink -> a source with start() and stop()
+    restore: bool = True
+
+    def parts(self, sink: ObjectSink) -> "KubeParts":
+        return KubeParts(self.source(sink), self.writer, self.elector, self.restore)
 
 
 class KubeParts:

@@ -14,7 +14,7 @@ from topology.cluster import pod_key
 
 from ..logs import fields, get_logger
 from ..placement import TOPOLOGY_ANNOTATION, placement_annotation
-from ..ports import BindConflict
+from ..ports import BindConflict, ClusterWriter
 from ..state import GANG_ANNOTATION, SLOT_ANNOTATION, ServiceState
 from . import planning, trusted
 
@@ -22,8 +22,9 @@ log = get_logger(__name__)
 
 
 class Binder:
-    def __init__(self, state: ServiceState):
+    def __init__(self, state: ServiceState, writer: ClusterWriter | None):
         self.state = state
+        self.writer = writer
         self._pod_locks: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
         self._guard = threading.Lock()
 
@@ -69,11 +70,11 @@ class Binder:
 
     def _write(self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]) -> str:
         state, key = self.state, f"{namespace}/{name}"
-        if state.writer is None:
+        if self.writer is None:
             return "no cluster writer configured"
         try:
             # one write: the API server copies a Binding's annotations onto the pod as it binds it
-            state.writer.bind(namespace, name, uid, node, annotations)
+            self.writer.bind(namespace, name, uid, node, annotations)
         except BindConflict as err:
             if err.node != node:                 # bound elsewhere meanwhile; same node = a retry
                 state.metrics.binds.labels("conflict").inc()

@@ -28,6 +28,7 @@ from topology.quantity import format_units
 from topology.resources import BASE_RESOURCES, pod_requests
 
 from ..logs import fields, get_logger
+from ..ports import ClusterWriter
 from ..state.plans import BOUND, DONE, GANG_REFUSED, PLANNED, UNPLACED, GangPlan, SlotState
 from ..settings import Settings
 from ..state import ServiceState
@@ -56,16 +57,22 @@ class GangScheduler:
     which pods changed (the preemptor's index of running pods). It records its decisions through
     `state.book`, the one writer of gang plans and slots."""
 
-    def __init__(self, settings: Settings | None = None, *, clock: Callable[[], float] = time.time):
+    def __init__(self, settings: Settings | None = None, *, clock: Callable[[], float] = time.time,
+                 writer: Callable[[ServiceState], ClusterWriter | None] | None = None, elector=None):
+        """Builds and owns its ServiceState (handing it `elector` and the engine's two observers), then
+        `writer(state)`: the ClusterWriter every write goes through (the in-memory writer changes the state it
+        is given; a live one ignores it). Without a writer, binds and evictions answer that none is
+        configured."""
         self.preemptor: Preemptor | None = None
-        self.state = state = ServiceState(settings, clock=clock, on_nodes_changed=self._nodes_changed,
-                                          on_pod_changed=self._pod_changed)
+        self.state = state = ServiceState(settings, clock=clock, elector=elector,
+                                          on_nodes_changed=self._nodes_changed, on_pod_changed=self._pod_changed)
+        self.writer = writer(state) if writer is not None else None
         self.scorer = Scorer(state)
-        self.binder = Binder(state)
-        self.preemptor = Preemptor(state)   # tests may set it to None: a refused gang then simply waits
+        self.binder = Binder(state, self.writer)
+        self.preemptor = Preemptor(state, self.writer)   # tests may set it to None: a refused gang then simply waits
         self.seen_roles = admitted.SeenRoles()
         self.wakeups = Wakeups()
-        self.stale = StaleGangs(state)
+        self.stale = StaleGangs(state, self.writer)
         self.offered_only = _Recent()                # native gangs whose best domain kube-scheduler refused
         self.offered_domains = native_groups.OfferedDomains(state)   # quick refusals of a keyed gang's other domains
         self.member_wait = MemberWait(
@@ -486,7 +493,7 @@ class GangScheduler:
         """Patch the wake annotation onto each refused pod whose wait is due and which still waits for a
         node (the leader only: kube-scheduler asks the leader). Returns the number of pods woken."""
         state = self.state
-        if state.writer is None or not state.is_leader():
+        if self.writer is None or not state.is_leader():
             return 0
         now = state.clock()
         woken = 0
@@ -498,7 +505,7 @@ class GangScheduler:
             if not waiting:
                 continue
             try:
-                state.writer.annotate_pod(wake.namespace, wake.name, {WAKE_ANNOTATION: _timestamp(now)})
+                self.writer.annotate_pod(wake.namespace, wake.name, {WAKE_ANNOTATION: _timestamp(now)})
                 woken += 1
             except Exception as err:  # noqa: BLE001 - gone meanwhile, or the API is down: the next refusal retries
                 log.info("wake-up failed", extra=fields(pod=f"{wake.namespace}/{wake.name}", error=str(err)))

@@ -32,7 +32,7 @@ from topology.preemption import (PreemptionPlan, RunningGang, RunningPod, beyond
                                  protected_by_budgets, select_victims)
 
 from ..logs import fields, get_logger
-from ..ports import EvictionRefused
+from ..ports import ClusterWriter, EvictionRefused
 from ..state import GANG_ANNOTATION, SLOT_ANNOTATION, ServiceState
 from ..state.plans import GANG_REFUSED, GangPlan
 from . import native_groups
@@ -112,8 +112,9 @@ class Preemption:
 class Preemptor:
     max_picks = MAX_PICKS                        # the filter's choices when evictions are refused
 
-    def __init__(self, state: ServiceState):
+    def __init__(self, state: ServiceState, writer: ClusterWriter | None):
         self.state = state
+        self.writer = writer
         self.active: dict[str, Preemption] = {}  # gang -> its preemption in progress
         self.queue: list[Preemption] = []        # chosen, evictions not sent yet
         self.excluded: dict[str, tuple[set[str], set[str]]] = {}   # gang -> (protected gangs, avoided domains)
@@ -176,7 +177,7 @@ class Preemptor:
         if snapshot is None:
             self.state.book.set_preemption(plan, {"status": NOT_FOUND, "explanation": "the gang cannot be planned"})
             return
-        if not getattr(self.state.writer, "blocking", True):
+        if not getattr(self.writer, "blocking", True):
             self._commit(plan, pod, mode, self._search(snapshot, protected, avoided))
             return
         self.state.book.set_preemption(plan, {"status": SEARCHING, "explanation": "looking for victims"})
@@ -326,7 +327,7 @@ class Preemptor:
             batch, self.queue = self.queue, []
         if not batch:
             return False
-        if getattr(self.state.writer, "blocking", True):
+        if getattr(self.writer, "blocking", True):
             self.sender = threading.Thread(target=self._send, args=(batch,), name="preemption-evictions",
                                            daemon=True)
             self.sender.start()
@@ -341,7 +342,7 @@ class Preemptor:
         return repick
 
     def _evict_all(self, preemption: Preemption) -> bool:
-        writer = self.state.writer
+        writer = self.writer
         if writer is None:
             preemption.refused["*"] = "no cluster writer configured"
             return self._refused(preemption)
@@ -363,7 +364,7 @@ class Preemptor:
         return False
 
     def _events(self, preemption: Preemption) -> None:
-        writer = self.state.writer
+        writer = self.writer
         tree = preemption.plan.tree
         where = f"{preemption.result.level} {preemption.place}"
         gangs = ", ".join(sorted({v.gang for v in preemption.victims}))
@@ -392,8 +393,8 @@ class Preemptor:
         log.info("eviction refused", extra=fields(gang=preemption.gang, refused=preemption.refused))
         for key, why in preemption.refused.items():
             victim = next((v for v in preemption.victims if v.key == key), None)
-            if victim is not None and state.writer is not None:
-                state.writer.event(preemption.preemptor, "PreemptionRefused",
+            if victim is not None and self.writer is not None:
+                self.writer.event(preemption.preemptor, "PreemptionRefused",
                                    f"Eviction of {key} (gang {victim.gang}) refused: {why}", "Warning")
         return True
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from grouper.staleness import grace_period as configured_grace_period
 
 from ..logs import fields, get_logger
+from ..ports import ClusterWriter
 from ..state import ServiceState
 from ..state.plans import DONE, GangPlan
 from grouper.minimum import creates_one_after_another
@@ -41,14 +42,15 @@ class StaleGangs:
     """When each gang turned stale, and its grace period (read once per stale spell); `evict_due()` evicts
     those past it (the leader only)."""
 
-    def __init__(self, state: ServiceState):
+    def __init__(self, state: ServiceState, writer: ClusterWriter | None):
         self.state = state
+        self.writer = writer
         self.since: dict[str, tuple[float, float]] = {}     # gang -> (stale since, grace period)
 
     def evict_due(self) -> list[str]:
         """Evict every gang stale for longer than its grace period; the gangs evicted."""
         state = self.state
-        if state.writer is None or not state.is_leader():
+        if self.writer is None or not state.is_leader():
             return []
         with state.lock:
             due = self._due(state.clock())
@@ -82,10 +84,10 @@ class StaleGangs:
                                                         reason=eviction.message))
         state.metrics.stale_evictions.inc()
         if eviction.owner is not None:
-            state.writer.event(eviction.owner, "StaleGangEvicted", eviction.message, "Warning")
+            self.writer.event(eviction.owner, "StaleGangEvicted", eviction.message, "Warning")
         for namespace, name, uid in eviction.pods:
             try:
-                state.writer.evict(namespace, name, uid or None)
+                self.writer.evict(namespace, name, uid or None)
             except Exception as err:  # noqa: BLE001 - a PDB or the API: the gang stays stale and is retried
                 log.warning("stale gang pod not evicted", extra=fields(
                     gang=eviction.gang, pod=f"{namespace}/{name}", error=str(err)))

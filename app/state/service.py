@@ -28,7 +28,7 @@ from topology.objects import api_group
 
 from ..logs import fields, get_logger
 from ..metrics import Metrics
-from ..ports import WATCHED_KINDS, ClusterWriter, EventType, WatchedKind, watches
+from ..ports import WATCHED_KINDS, EventType, WatchedKind, watches
 from ..settings import Settings
 from .changes import NodeChanges
 from .gangs import GangBook
@@ -68,7 +68,7 @@ POD_KIND = kind_named("Pod")
 
 
 class ServiceState:
-    def __init__(self, settings: Settings | None = None, writer: ClusterWriter | None = None,
+    def __init__(self, settings: Settings | None = None, *,
                  clock: Callable[[], float] = time.time, elector=None,
                  on_nodes_changed: Callable[[set[str]], None] | None = None,
                  on_pod_changed: Callable[[str | None, Mapping | None], None] | None = None):
@@ -76,10 +76,11 @@ class ServiceState:
         `on_nodes_changed` with the names of nodes that were deleted or turned unusable, or lost a slot's
         reservation (it re-plans); `on_pod_changed` with (pod key, pod) when a pod changed, (pod key, None)
         when it is gone, and (None, None) when every pod was listed again (read them from `objects`): for
-        indexes kept as pods come and go, so that nothing walks every pod on a request's path."""
+        indexes kept as pods come and go, so that nothing walks every pod on a request's path.
+        `elector` (anything with is_leader(), when leader election is on) is fixed here: `elector` is read-only.
+        The state holds no writer: the engine reaches the cluster through its own (app.scheduling)."""
         self.settings = settings or Settings()
-        self.writer = writer
-        self.elector = elector                   # anything with is_leader(), when leader election is on
+        self._elector = elector
         self.clock = clock
         self.objects = ObjectCache()
         self.metrics = Metrics()
@@ -112,8 +113,12 @@ class ServiceState:
         return watches(self.settings.watched_kinds, api_group, kind)
 
     # --- readiness -------------------------------------------------------------------------------
+    @property
+    def elector(self):
+        return self._elector
+
     def is_leader(self) -> bool:
-        return self.elector is None or bool(self.elector.is_leader())
+        return self._elector is None or bool(self._elector.is_leader())
 
     def ready(self) -> tuple[bool, str]:
         if not self.synced_once:

@@ -79,7 +79,7 @@ def test_with_a_client_ca_the_main_port_has_no_verbs(tmp_path):
 
 
 def test_in_a_cluster_debug_and_ui_are_kept_off_the_main_port():
-    from app.server import KubeParts
+    from app.kube.parts import KubeConnection
 
     class Source:
         def start(self):
@@ -89,7 +89,7 @@ def test_in_a_cluster_debug_and_ui_are_kept_off_the_main_port():
             pass
 
     app = create_app(Settings(kubeconfig="kubeconfig", insecure_verbs=True),
-                     kube=lambda settings, state: KubeParts(Source(), writer=None, restore=False))
+                     kube=lambda settings: KubeConnection(None, None, lambda sink: Source(), restore=False))
     main, debug = TestClient(app), TestClient(app.state.listeners["debug"])
     for path in ("/debug/plans", "/debug/search?q=x", "/ui"):
         assert main.get(path).status_code == 404, path

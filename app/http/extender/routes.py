@@ -174,7 +174,7 @@ def uniform_scores(hosts: list[str], score: int) -> bytes:
 async def _bind(request: Request, gangs: GangScheduler) -> Response:
     args: ExtenderBindingArgs = await parse(request, ExtenderBindingArgs)
     call = (args.PodNamespace, args.PodName, args.PodUID, args.Node)
-    if getattr(gangs.state.writer, "blocking", True):     # an API round trip: keep it off the event loop
+    if getattr(gangs.writer, "blocking", True):     # an API round trip: keep it off the event loop
         error = await run_in_threadpool(gangs.bind, *call)
     else:
         error = gangs.bind(*call)

@@ -106,7 +106,8 @@ def test_memory_writer_changes_pods_under_the_state_lock():
     holder = threading.Thread(target=hold_lock)
     holder.start()
     assert holding.wait(30)
-    writer = threading.Thread(target=lambda: (state.writer.annotate_pod("default", "pending", {"a": "b"}),
+    memory = client.app.state.engine.writer
+    writer = threading.Thread(target=lambda: (memory.annotate_pod("default", "pending", {"a": "b"}),
                                               done.set()))
     writer.start()
     try:
@@ -311,10 +312,10 @@ def test_a_denial_is_answered_when_info_logs_are_on(caplog):
 
 def test_standalone_events_are_logged_when_info_logs_are_on(caplog):
     caplog.set_level(logging.INFO)
-    state = service(make_client())
+    writer = make_client().app.state.engine.writer
     pod = plain_pod("victim")
-    state.writer.event(pod, "Preempted", "Preempted by gang team-a/x")
-    assert state.writer.events[-1]["message"] == "Preempted by gang team-a/x"
+    writer.event(pod, "Preempted", "Preempted by gang team-a/x")
+    assert writer.events[-1]["message"] == "Preempted by gang team-a/x"
     assert any(getattr(r, "text", None) == "Preempted by gang team-a/x" for r in caplog.records)
 
 

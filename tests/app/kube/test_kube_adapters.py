@@ -5,7 +5,7 @@ import pytest
 import yaml
 from fakekube import fake_kube, wait_until  # noqa: F401 - fake_kube is a fixture
 
-from app.kube import KubeApi, LeaderElector, adapters, build_api_client
+from app.kube import KubeApi, KubeParts, LeaderElector, adapters, build_api_client
 from app.settings import Settings
 from app.state import ServiceState
 
@@ -38,7 +38,7 @@ def test_service_state_becomes_ready_after_the_first_sync(fake_kube, tmp_path):
                                  "conditions": [{"type": "Ready", "status": "True"}]}})
     settings = Settings(kubeconfig=write_kubeconfig(tmp_path / "config", fake_kube.url, "t"))
     state = ServiceState(settings)
-    parts = adapters(settings, state)
+    parts = adapters(settings).parts(state)
     assert parts.elector is None
     parts.source.start()
     try:
@@ -51,13 +51,12 @@ def test_service_state_becomes_ready_after_the_first_sync(fake_kube, tmp_path):
 def test_with_leader_election_only_the_leader_is_ready(fake_kube, tmp_path):
     kubeconfig = write_kubeconfig(tmp_path / "config", fake_kube.url, "t")
     settings = Settings(kubeconfig=kubeconfig, leader_elect=True, lease_namespace="tas-system")
-    state = ServiceState(settings)
-    parts = adapters(settings, state)
-    assert isinstance(parts.elector, LeaderElector)
-    parts.elector.stop(release=False)            # replace the default timings with fast ones for the test
-    parts.elector = LeaderElector(parts.elector.api, "tas-system", "tas-extender", "replica-a",
-                                  lease_duration=3.0, renew_deadline=2.0, retry_period=0.1)
-    state.elector = parts.elector
+    connection = adapters(settings)
+    assert isinstance(connection.elector, LeaderElector)
+    elector = LeaderElector(connection.elector.api, "tas-system", "tas-extender", "replica-a",   # fast timings
+                            lease_duration=3.0, renew_deadline=2.0, retry_period=0.1)
+    state = ServiceState(settings, elector=elector)
+    parts = KubeParts(connection.source(state), connection.writer, elector)
     fake_kube.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                       "metadata": {"name": "tas-extender", "namespace": "tas-system"},
                       "spec": {"holderIdentity": "replica-b", "leaseDurationSeconds": 60}})

@@ -92,7 +92,7 @@ def test_job_gang_waits_until_the_job_controller_created_all_its_pods(fake_kube)
         return fake_kube.create(pod)
 
     settings = Settings(in_cluster=False, kubeconfig="unused")
-    with TestClient(create_app(settings, kube=lambda s, st: adapters(s, st, host=fake_kube.url))) as client:
+    with TestClient(create_app(settings, kube=lambda s: adapters(s, host=fake_kube.url))) as client:
         state = client.app.state.service
         wait_until(lambda: client.get("/readyz").status_code == 200, what="first sync")
         first = create_pod(0)
@@ -159,7 +159,7 @@ def test_roles_told_to_wait_are_planned_as_admitted_not_as_templated(fake_kube):
     job = fake_kube.create(pytorch_job(workers=4))
     pods = admitted(expand_pods(job))
     settings = Settings(in_cluster=False, kubeconfig="unused")
-    with TestClient(create_app(settings, kube=lambda s, st: adapters(s, st, host=fake_kube.url))) as client:
+    with TestClient(create_app(settings, kube=lambda s: adapters(s, host=fake_kube.url))) as client:
         state = client.app.state.service
         wait_until(lambda: client.get("/readyz").status_code == 200, what="first sync")
         created = [fake_kube.create(pod) for pod in pods[:-1]]

@@ -12,11 +12,11 @@ from topology.groups import Group, Slot
 GANG = "team-a/pg-llama-uid-llama"
 
 
-def half_bound(job: dict | None = None, bound: int = 5, **settings):
+def half_bound(job: dict | None = None, bound: int = 5, elector=None, **settings):
     """An Indexed Job of 8 pods with `bound` of them scheduled and bound, the rest never tried."""
     clock = Clock()
     job = job or indexed_job("llama", pods=8, gpus=4)
-    client = make_client(job, clock=clock, **settings)
+    client = make_client(job, clock=clock, elector=elector, **settings)
     state = service(client)
     pods = job_pods(job)
     for pod in pods:
@@ -53,7 +53,7 @@ def test_a_gang_half_bound_past_its_grace_period_is_evicted_and_its_plan_dropped
     assert engine(client).stale.evict_due() == [GANG]
     assert all(state.find_pod("team-a", pod["metadata"]["name"]) is None for pod in pods[:5])
     assert state.plans.get(GANG) is None and not state.bound.get(GANG)
-    event = state.writer.events[-1]
+    event = engine(client).writer.events[-1]
     assert event["reason"] == "StaleGangEvicted" and event["object"] == "team-a/llama"
     assert "5 of its 8 pods bound" in event["message"]
     assert state.metrics.registry.get_sample_value("tas_extender_stale_gang_evictions_total") == 1
@@ -104,8 +104,8 @@ def test_the_flag_sets_the_default_and_an_invalid_annotation_falls_back_to_it(ca
 
 
 def test_nothing_is_evicted_by_a_replica_that_is_not_the_leader():
-    clock, client, state, _ = half_bound()
-    state.elector = type("Follower", (), {"is_leader": staticmethod(lambda: False)})()
+    follower = type("Follower", (), {"is_leader": staticmethod(lambda: False)})()
+    clock, client, state, _ = half_bound(elector=follower)
     engine(client).stale.evict_due()
     clock.now += 3600
     assert engine(client).stale.evict_due() == []

@@ -146,10 +146,8 @@ def forged_priority_client() -> tuple[TestClient, RecordingWriter, list[dict]]:
                     "name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
                 "status": {"phase": "Pending"}} for i in range(8)]
     objects = fabric_nodes() + [job_a, job_b, group] + running(job_a, 0) + running(job_b, 4) + members
-    app = create_app(Settings(), objects=copy.deepcopy(objects), clock=Clock())
-    writer = RecordingWriter(app.state.service)
-    app.state.service.writer = writer
-    return TestClient(app), writer, members
+    app = create_app(Settings(), objects=copy.deepcopy(objects), clock=Clock(), writer=RecordingWriter)
+    return TestClient(app), app.state.engine.writer, members
 
 
 def forged(member: dict) -> dict:

@@ -88,11 +88,9 @@ def seed_client(preemption: str = "on", refuse: set[str] = frozenset(),
     job_a = job("job-a", "research", 4, priority=0)
     job_b = job("job-b", "research", 4, priority=0)
     objects = fabric_nodes() + [job_a, job_b, llm or llm_job()] + running(job_a, 0) + running(job_b, 4)
-    app = create_app(Settings(preemption=preemption), objects=copy.deepcopy(objects), clock=Clock())
-    state = app.state.service
-    writer = RecordingWriter(state, refuse)
-    state.writer = writer
-    return TestClient(app), writer
+    app = create_app(Settings(preemption=preemption), objects=copy.deepcopy(objects), clock=Clock(),
+                     writer=lambda state: RecordingWriter(state, refuse))
+    return TestClient(app), app.state.engine.writer
 
 
 def terminate(client: TestClient, keys: list[str]) -> None:
@@ -321,10 +319,8 @@ def shared_unit_client(lws: dict) -> tuple[TestClient, RecordingWriter]:
     guard["status"] = {"phase": "Running"}
     objects = (fabric_nodes() + [cheap, dearer, serving, lws, guard] + running(cheap, 0) + running(dearer, 4)
                + running(serving, 8))
-    app = create_app(Settings(preemption="on"), objects=copy.deepcopy(objects), clock=Clock())
-    writer = RecordingWriter(app.state.service)
-    app.state.service.writer = writer
-    return TestClient(app), writer
+    app = create_app(Settings(preemption="on"), objects=copy.deepcopy(objects), clock=Clock(), writer=RecordingWriter)
+    return TestClient(app), app.state.engine.writer
 
 
 def test_exclusive_lws_does_not_preempt_into_a_unit_a_higher_priority_pod_keeps():

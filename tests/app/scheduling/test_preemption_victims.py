@@ -38,11 +38,9 @@ def daemonset_pods() -> list[dict]:
 
 def client_with(pods: list[dict], preemption: str = "on") -> tuple[TestClient, RecordingWriter]:
     objects = fabric_nodes() + [llm_job(), job("high", "research", 4, priority=2000)] + pods
-    app = create_app(Settings(preemption=preemption), objects=copy.deepcopy(objects), clock=Clock())
-    state = app.state.service
-    writer = RecordingWriter(state)
-    state.writer = writer
-    return TestClient(app), writer
+    app = create_app(Settings(preemption=preemption), objects=copy.deepcopy(objects), clock=Clock(),
+                     writer=RecordingWriter)
+    return TestClient(app), app.state.engine.writer
 
 
 def evicted(writer: RecordingWriter) -> list[str]:
@@ -69,9 +67,8 @@ def test_lowest_priority_first_then_fewest_evicted():
     small = job("small", "prod", 4, priority=1000, annotations={"kai.scheduler/topology": "fabric",
                                                                  "kai.scheduler/topology-required-placement": "unit"})
     objects = fabric_nodes() + [small] + pods + daemonset_pods()
-    app = create_app(Settings(preemption="on"), objects=copy.deepcopy(objects), clock=Clock())
-    writer = RecordingWriter(app.state.service)
-    app.state.service.writer = writer
+    app = create_app(Settings(preemption="on"), objects=copy.deepcopy(objects), clock=Clock(), writer=RecordingWriter)
+    writer = app.state.engine.writer
     client = TestClient(app)
     filter_(client, job_pods(small)[0])
     assert evicted(writer) == sorted(f"web/low-{i}" for i in range(8, 12))
@@ -100,9 +97,8 @@ def test_a_gang_goes_whole_and_counts_all_its_pods():
     small = job("small", "prod", 4, priority=1000, annotations={"kai.scheduler/topology": "fabric",
                                                                  "kai.scheduler/topology-required-placement": "unit"})
     objects = fabric_nodes() + [job_a, small] + running(job_a, 0) + replicas + filler
-    app = create_app(Settings(preemption="on"), objects=copy.deepcopy(objects), clock=Clock())
-    writer = RecordingWriter(app.state.service)
-    app.state.service.writer = writer
+    app = create_app(Settings(preemption="on"), objects=copy.deepcopy(objects), clock=Clock(), writer=RecordingWriter)
+    writer = app.state.engine.writer
     filter_(TestClient(app), job_pods(small)[0])
     assert evicted(writer) == sorted(f"web/web-{i}" for i in range(8, 12))
 

@@ -224,7 +224,7 @@ def _seed_nodes(fake) -> None:
 def _live(fake, **settings) -> TestClient:
     from app.kube import adapters
     app = create_app(Settings(kubeconfig="unused", **settings),
-                     kube=lambda s, state: adapters(s, state, host=fake.url))
+                     kube=lambda s: adapters(s, host=fake.url))
     return TestClient(app)
 
 
