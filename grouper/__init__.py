@@ -3,7 +3,7 @@
 Pure code, no I/O: callers pass the objects (workloads, PodGroups, pods, topology trees) in.
 """
 from .errors import GroupingError
-from .exclusive import keeps_apart, lws_gang
+from .exclusive import keeps_apart
 from .expand import expand_pods
 from .identity import UNINDEXED, PodIdentity, identify_pod, podgroup_identities
 from .owners import OwnerRef, owner_of
@@ -12,6 +12,6 @@ from .workloads import group_workload, opts_in, podgroup_name
 
 __all__ = [
     "GroupingError", "OwnerRef", "PodIdentity", "UNINDEXED", "expand_pods", "group_podgroup", "group_workload",
-    "identify_pod", "keeps_apart", "lws_gang", "opts_in", "owner_of", "podgroup_identities", "podgroup_name",
+    "identify_pod", "keeps_apart", "opts_in", "owner_of", "podgroup_identities", "podgroup_name",
     "validate_podgroup",
 ]

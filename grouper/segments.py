@@ -17,15 +17,6 @@ def segment_bounds(replicas: int, size: int, segment: int, shift: int = 0) -> ra
     return range(max(0, segment * size - shift), min((segment + 1) * size - shift, replicas))
 
 
-def lws_subgroup_shift(group_size: int, subgroup_size: int) -> int:
-    """How upstream LWS numbers workers into subgroups (the leader is in subgroup 0): worker i goes to
-    (i-1) // S when (size-1) % S == 0 and size % S != 0, else to i // S. As a shift of the 0-based worker
-    position p = i-1: 0 in the first case, 1 in the second (the leader takes a place in subgroup 0)."""
-    if (group_size - 1) % subgroup_size == 0 and group_size % subgroup_size != 0:
-        return 0
-    return 1
-
-
 def segment_min(minimum: int, segment: int, size: int, length: int, shift: int = 0) -> int:
     """Pods segment `segment` (holding `length` pods) must place when the role needs `minimum`."""
     return max(0, min(minimum - max(0, segment * size - shift), length))

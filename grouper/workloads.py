@@ -15,13 +15,11 @@ from topology.tree import TopologyTree
 
 from . import names
 from .errors import GroupingError, describe, invalid
-from .kinds import (RoleTemplate, WorkloadShape, annotations_of, check_requests, count_field, family_of,
+from .kinds import (RoleTemplate, SegmentRule, WorkloadKind, WorkloadShape, annotations_of, check_requests,
                     mapping_field, parse_int, workload_shape)
 from .priority import class_priority
 from .levels import LevelRef, check_not_coarser, find_topology, infer_topology, level_index
-from .segments import lws_subgroup_shift, segment_bounds, segment_count, segment_min
-
-SUBGROUP_SIZE_FIELD = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
+from .segments import segment_bounds, segment_count, segment_min
 
 # Level annotations that mean nothing without kai.scheduler/topology naming the topology.
 KAI_LEVEL_SOURCES = {f"annotation {key}" for key in (names.REQUIRED, names.PREFERRED, names.SEGMENT_REQUIRED,
@@ -44,6 +42,7 @@ class SegmentSpec:
     constraint: Constraint = field(default_factory=Constraint)
     shift: int = 0                     # places of segment 0 held outside the role (LWS leader)
     source: str = ""                   # the annotation or field that set the size
+    joined_by: str | None = None       # the role whose pods join segment 0 (LWS leader)
 
 
 @dataclass
@@ -115,25 +114,25 @@ def _explicit_topology(workload: Mapping, shape: WorkloadShape) -> str | None:
 
 # --- per-role decisions ----------------------------------------------------------------------------
 
-def _root_constraint(workload: Mapping, family: str) -> Constraint:
-    annotations = annotations_of(workload)
-    constraint = Constraint(_level(annotations, names.REQUIRED), _level(annotations, names.PREFERRED))
-    exclusive = _level(annotations, names.LWS_EXCLUSIVE) if family == "lws" else None
+def _make_exclusive(constraint: Constraint, exclusive: LevelRef | None) -> Constraint:
+    """An exclusive level (a kind's own annotation) is the required one unless another is required."""
     if exclusive is not None:
         constraint.required = constraint.required or exclusive
         constraint.exclusive = True
     return constraint
 
 
-def _segment_size(workload: Mapping, role: RoleTemplate, family: str,
+def _root_constraint(workload: Mapping, kind: WorkloadKind) -> Constraint:
+    annotations = annotations_of(workload)
+    constraint = Constraint(_level(annotations, names.REQUIRED), _level(annotations, names.PREFERRED))
+    exclusive = _level(annotations, kind.exclusive_annotation) if kind.exclusive_annotation else None
+    return _make_exclusive(constraint, exclusive)
+
+
+def _segment_size(workload: Mapping, role: RoleTemplate, rule: SegmentRule,
                   warnings: list[str]) -> tuple[int, str] | None:
-    if family == "lws" and role.name == "worker":
-        policy = mapping_field(workload, "spec.leaderWorkerTemplate.subGroupPolicy",
-                               ((workload.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("subGroupPolicy"))
-        if policy.get("subGroupSize") is not None:
-            field_name = SUBGROUP_SIZE_FIELD
-            size = count_field(workload, field_name, policy["subGroupSize"], 1, minimum=1)
-            return size, field_name
+    if rule.size is not None:
+        return rule.size, rule.size_field
     where = f" on {role.field}"
     for key in (names.SEGMENT_SIZE, names.KUEUE_SLICE_SIZE):
         value = role.annotations.get(key)
@@ -148,57 +147,52 @@ def _segment_size(workload: Mapping, role: RoleTemplate, family: str,
     return None
 
 
-def _segment_constraint(workload: Mapping, role: RoleTemplate, family: str) -> Constraint:
+def _segment_constraint(workload: Mapping, role: RoleTemplate, rule: SegmentRule) -> Constraint:
     where = f" on {role.field}"
     annotations = role.annotations
     constraint = Constraint(_level(annotations, names.SEGMENT_REQUIRED, where)
                             or _level(annotations, names.KUEUE_SLICE_REQUIRED, where),
                             _level(annotations, names.SEGMENT_PREFERRED, where))
-    if family == "lws" and role.name == "worker":
-        exclusive = _level(annotations_of(workload), names.LWS_SUBGROUP_EXCLUSIVE)
-        if exclusive is not None:
-            constraint.required = constraint.required or exclusive
-            constraint.exclusive = True
-    return constraint
+    exclusive = _level(annotations_of(workload), rule.exclusive) if rule.exclusive else None
+    return _make_exclusive(constraint, exclusive)
 
 
-# the size each segment level needs, as Kueue and LWS refuse a slice / subgroup level without one
+# the size each segment level needs, as Kueue refuses a slice level without one (a kind's own exclusive
+# segment level needs its SegmentRule.size_field, as LWS refuses a subgroup level without subGroupSize)
 SIZE_OF_LEVEL = {
     f"annotation {names.SEGMENT_REQUIRED}": f"annotation {names.SEGMENT_SIZE}",
     f"annotation {names.SEGMENT_PREFERRED}": f"annotation {names.SEGMENT_SIZE}",
     f"annotation {names.KUEUE_SLICE_REQUIRED}": f"annotation {names.KUEUE_SLICE_SIZE}",
-    f"annotation {names.LWS_SUBGROUP_EXCLUSIVE}": "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize",
 }
 
 
-def _sizeless_segment(workload: Mapping, role: RoleTemplate, constraint: Constraint) -> str:
+def _sizeless_segment(workload: Mapping, role: RoleTemplate, constraint: Constraint, rule: SegmentRule) -> str:
     ref = constraint.refs()[0]
     return (f"{describe(workload)}: {ref.source}={ref.value!r}{ref.where} needs a segment size: set "
-            f"{SIZE_OF_LEVEL[ref.source]} (the number of pods per segment) for the {role.name} pods, or remove "
-            f"{ref.source}")
+            f"{SIZE_OF_LEVEL.get(ref.source, rule.size_field)} (the number of pods per segment) for the "
+            f"{role.name} pods, or remove {ref.source}")
 
 
-def _role_plan(workload: Mapping, role: RoleTemplate, family: str, warnings: list[str]) -> RolePlan:
+def _role_plan(workload: Mapping, role: RoleTemplate, kind: WorkloadKind, warnings: list[str]) -> RolePlan:
     where = f" on {role.field}"
     constraint = Constraint(_level(role.annotations, names.KUEUE_REQUIRED, where),
                             _level(role.annotations, names.KUEUE_PREFERRED, where))
-    if family == "lws" and role.name == "leader":
-        # the leader is one pod in the workers' subgroup 0; without a leaderTemplate it carries the
-        # worker template's segment annotations, which describe the workers
+    rule = kind.segment_rule(workload, role)
+    if not rule.segmented:
         return RolePlan(role, constraint, None)
-    size = _segment_size(workload, role, family, warnings)
-    segment_constraint = _segment_constraint(workload, role, family)
+    size = _segment_size(workload, role, rule, warnings)
+    segment_constraint = _segment_constraint(workload, role, rule)
     if size is None:
         if segment_constraint.refs():
-            raise GroupingError(_sizeless_segment(workload, role, segment_constraint))
+            raise GroupingError(_sizeless_segment(workload, role, segment_constraint, rule))
         return RolePlan(role, constraint, None)
     if role.index_label is None:
         warnings.append(f"{describe(workload)}: segment annotations on {role.field} ignored: "
                         f"{workload.get('kind')} pods carry no index; set {names.POD_INDEX_LABEL} to the "
                         f"pod label that holds each pod's index")
         return RolePlan(role, constraint, None)
-    shift = lws_subgroup_shift(role.replicas + 1, size[0]) if size[1] == SUBGROUP_SIZE_FIELD else 0
-    return RolePlan(role, constraint, SegmentSpec(size[0], segment_constraint, shift, size[1]))
+    shift, joined_by = (rule.shift, rule.joined_by) if rule.size is not None else (0, None)
+    return RolePlan(role, constraint, SegmentSpec(size[0], segment_constraint, shift, size[1], joined_by))
 
 
 # --- elasticity ----------------------------------------------------------------------------------
@@ -378,25 +372,19 @@ def _priority(shape: WorkloadShape, priority_classes: Sequence[Mapping]) -> tupl
     return priority, policy
 
 
-def _leader_in_subgroup_zero(workload: Mapping, plans: list[RolePlan]) -> bool:
-    """Upstream LWS labels the leader subgroup 0 when subGroupSize is set (unless the policy type is
-    LeaderExcluded), so its subgroup affinity ties it to the first workers: it joins segment worker-0."""
-    if family_of(workload) != "lws":
-        return False
-    worker = next((p for p in plans if p.role.name == "worker"), None)
-    if worker is None or worker.segments is None or worker.segments.source != SUBGROUP_SIZE_FIELD:
-        return False
-    policy = ((workload.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("subGroupPolicy") or {}
-    return policy.get("subGroupType") != "LeaderExcluded"
+def _joining_slots(plan: RolePlan, plans: list[RolePlan]) -> list[Slot]:
+    """The pods of another role that join this role's segment 0 (the LWS leader in subgroup 0)."""
+    joined_by = plan.segments.joined_by if plan.segments else None
+    return [Slot(other.role.name, index) for other in plans if other.role.name == joined_by
+            for index in other.role.indexes()]
 
 
 def _tree(workload: Mapping, name: str, root: Constraint, plans: list[RolePlan], topology: str | None,
           strategy: str | None, shape: WorkloadShape, warnings: list[str],
           priority_classes: Sequence[Mapping] = (), group: int | None = None) -> GroupTree:
-    joined = _leader_in_subgroup_zero(workload, plans)
-    lead = [Slot("leader", 0)] if joined else []
-    children = [_role_group(plan, lead if plan.role.name == "worker" else [])
-                for plan in plans if not (joined and plan.role.name == "leader")]
+    leads = {plan.role.name: _joining_slots(plan, plans) for plan in plans}
+    joined = {slot.role for slots in leads.values() for slot in slots}
+    children = [_role_group(plan, leads[plan.role.name]) for plan in plans if plan.role.name not in joined]
     elastic = any(plan.minimum is not None for plan in plans)
     root_min = sum(plan.role.replicas if plan.minimum is None else plan.minimum for plan in plans)
     root_group = Group(name=name, children=children, min_member=root_min if elastic else None,
@@ -430,8 +418,8 @@ def group_workload(workload: Mapping, topologies: Mapping[str, TopologyTree] | N
         raise GroupingError(f"{describe(workload)}: no pod template found; expected spec.template, "
                             f"spec.replicatedJobs or a supported kind (Job, kubeflow jobs, LeaderWorkerSet)")
     warnings: list[str] = []
-    root = _root_constraint(workload, shape.family)
-    plans = [_role_plan(workload, role, shape.family, warnings) for role in shape.roles]
+    root = _root_constraint(workload, shape.kind)
+    plans = [_role_plan(workload, role, shape.kind, warnings) for role in shape.roles]
     _apply_minimums(workload, shape, plans, warnings)
     topology = _resolve_topology(workload, shape, root, plans, topologies, warnings)
     if topologies is not None and topology is not None:

@@ -78,6 +78,28 @@ class WorkloadShape:
         return next((role for role in self.roles if role.name == name), None)
 
 
+@dataclass(frozen=True)
+class SegmentRule:
+    """What a kind's own spec says of one role's segments, beside the segment annotations every kind reads
+    (LeaderWorkerSet subgroups). The default says nothing."""
+
+    segmented: bool = True          # False: never split the role (its template's annotations describe another)
+    size: int | None = None         # pods per segment its spec sets; None: the segment annotations decide
+    size_field: str = ""            # the field that sets the size, named in messages
+    exclusive: str | None = None    # the workload annotation naming a level each segment holds exclusively
+    # with `size` only: places of segment 0 held by another role's pods, and that role (its pods join
+    # segment 0 instead of making a group of their own)
+    shift: int = 0
+    joined_by: str | None = None
+
+
+NO_RULE = SegmentRule()
+
+
+def annotations_only(workload: Mapping, role: RoleTemplate) -> SegmentRule:
+    return NO_RULE
+
+
 def never(workload: Mapping) -> bool:
     return False
 
@@ -127,6 +149,14 @@ class WorkloadKind:
     one_after_another: Callable[[Mapping], bool] = never
     still_to_run: Callable[[Mapping], int | None] = unknown
     elastic_workers: Callable[[Mapping], int | None] = unknown   # the workers its spec lets it start with
+    # segments and exclusivity its own spec sets (grouper/workloads.py): the workload annotation naming a level
+    # the whole gang holds exclusively, and each role's SegmentRule
+    exclusive_annotation: str | None = None
+    segment_rule: Callable[[Mapping, RoleTemplate], SegmentRule] = annotations_only
+    # whom an exclusive gang keeps away from (grouper/exclusive.py): its gangs always count as kept apart,
+    # exclusive or not, and the gang (namespace/name) a pod of it names by its own labels
+    always_apart: bool = False
+    apart_gang: Callable[[Mapping], str | None] = unknown
     # the name the webhook lists it by among the kinds that number their pods themselves (its pods are held
     # back until the workload is seen); "": its pods carry an index only through pod-index-label
     numbers_pods: str = ""

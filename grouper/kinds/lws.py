@@ -1,19 +1,22 @@
 """LeaderWorkerSet: each group (replica) is its own gang of a leader and size-1 workers, numbered in
-worker-index; pods find it by its name label. Its segment and exclusive-topology rules live in
-grouper/workloads.py (family "lws")."""
+worker-index; pods find it by its name label. Its subgroups are the workers' segments, the leader in
+subgroup 0; exclusive-topology and subgroup-exclusive-topology make the group and its subgroups exclusive."""
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import replace
 
 from .. import names
 from ..errors import describe
-from .base import OwnerRef, RoleTemplate, WatchedKind, WorkloadKind, WorkloadShape
+from .base import NO_RULE, OwnerRef, RoleTemplate, SegmentRule, WatchedKind, WorkloadKind, WorkloadShape
 from .fields import count_field, mapping_field, parse_int, role
 from .pods import index_of, int_label, labels_of, make_pod, owner_reference, pod_annotations, pod_error
 
 KIND = "LeaderWorkerSet"
 GROUP = "leaderworkerset.x-k8s.io"
+SUBGROUP_POLICY = "spec.leaderWorkerTemplate.subGroupPolicy"
+SUBGROUP_SIZE = SUBGROUP_POLICY + ".subGroupSize"
 
 
 def roles(lws: Mapping) -> list[RoleTemplate]:
@@ -122,11 +125,54 @@ def pod_index(pod: Mapping, the_role: RoleTemplate) -> int | None:
     return worker_index(pod) if the_role.index_label == names.LWS_WORKER_INDEX else index_of(pod, the_role)
 
 
+def subgroup_shift(group_size: int, subgroup_size: int) -> int:
+    """How upstream LWS numbers workers into subgroups (the leader is in subgroup 0): worker i goes to
+    (i-1) // S when (size-1) % S == 0 and size % S != 0, else to i // S. As a shift of the 0-based worker
+    position p = i-1: 0 in the first case, 1 in the second (the leader takes a place in subgroup 0)."""
+    if (group_size - 1) % subgroup_size == 0 and group_size % subgroup_size != 0:
+        return 0
+    return 1
+
+
+def _subgroups(lws: Mapping, workers: RoleTemplate) -> SegmentRule:
+    """subGroupSize segments the workers; upstream labels the leader subgroup 0 too (unless the policy type
+    is LeaderExcluded), so its subgroup affinity ties it to the first workers: it joins segment worker-0."""
+    template = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    policy = mapping_field(lws, SUBGROUP_POLICY, template.get("subGroupPolicy"))
+    rule = SegmentRule(size_field=SUBGROUP_SIZE, exclusive=names.LWS_SUBGROUP_EXCLUSIVE)
+    if policy.get("subGroupSize") is None:
+        return rule
+    size = count_field(lws, SUBGROUP_SIZE, policy["subGroupSize"], 1, minimum=1)
+    joined_by = None if policy.get("subGroupType") == "LeaderExcluded" else "leader"
+    return replace(rule, size=size, shift=subgroup_shift(workers.replicas + 1, size), joined_by=joined_by)
+
+
+def segment_rule(lws: Mapping, the_role: RoleTemplate) -> SegmentRule:
+    """The leader is never split: without a leaderTemplate it carries the worker template's segment
+    annotations, which describe the workers."""
+    if the_role.name == "leader":
+        return SegmentRule(segmented=False)
+    return _subgroups(lws, the_role) if the_role.name == "worker" else NO_RULE
+
+
+def apart_gang(pod: Mapping) -> str | None:
+    """Upstream enforces exclusivity with required anti-affinity on the group-key label (Exists, NotIn its
+    own key): a pod with that label belongs to its group's gang, whichever PodGroup KAI names it by."""
+    metadata = pod.get("metadata") or {}
+    group = (metadata.get("labels") or {}).get(names.LWS_GROUP_KEY)
+    if group is None:
+        return None
+    name = (metadata.get("annotations") or {}).get(names.KAI_PODGROUP_ANNOTATION) or group
+    return f"{metadata.get('namespace') or 'default'}/{name}"
+
+
 LWS = WorkloadKind(
     "lws", (KIND,), None,
     watch=(WatchedKind(GROUP, "v1", "leaderworkersets", KIND, True),),
     roles=roles, gangs=gangs, owner=owner, owner_rank=20, pods=pods,
     pod_role=pod_role, pod_index=pod_index, pod_gang=pod_gang,
     one_after_another=lambda lws: (lws.get("spec") or {}).get("startupPolicy") == "LeaderReady",
+    exclusive_annotation=names.LWS_EXCLUSIVE, segment_rule=segment_rule,
+    always_apart=True, apart_gang=apart_gang,
     numbers_pods=KIND,
 )

@@ -14,6 +14,7 @@ from pathlib import Path
 from topology.objects import api_group
 
 from ..errors import GroupingError, describe
+from . import base
 from .base import OwnerRef, WatchedKind, WorkloadKind, WorkloadShape
 from .fields import MAX_PODS, check_fields
 from .generic import GENERIC
@@ -35,6 +36,7 @@ KINDS: list[WorkloadKind] = _found()
 _by_group: dict[tuple[str | None, str], WorkloadKind] = {}
 _by_name: dict[str, WorkloadKind] = {}
 _owner_steps: list = []          # the kinds' owner lookups in order, neighbouring controller lookups merged
+_apart_steps: list = []          # the kinds' apart_gang lookups, for those that have one
 
 
 def _index() -> None:
@@ -44,6 +46,7 @@ def _index() -> None:
         for name in workload_kind.kinds:
             _by_group.setdefault((workload_kind.group, name), workload_kind)
             _by_name.setdefault(name, workload_kind)
+    _apart_steps[:] = [k.apart_gang for k in KINDS if k.apart_gang is not base.unknown]
     _owner_steps.clear()
     for workload_kind in KINDS:
         step = workload_kind.owner
@@ -100,6 +103,21 @@ def owner_of(pod: Mapping) -> OwnerRef | None:
         if found is not None:
             return found
     return controller_owner(pod)
+
+
+def always_apart(kind: str | None) -> bool:
+    """Whether gangs of this Kind always count as kept apart from an exclusive gang."""
+    workload_kind = kind_named(kind)
+    return workload_kind is not None and workload_kind.always_apart
+
+
+def apart_gang(pod: Mapping) -> str | None:
+    """The gang a pod belongs to by its kind's own exclusivity labels (None: no kind says)."""
+    for step in _apart_steps:
+        found = step(pod)
+        if found is not None:
+            return found
+    return None
 
 
 def workload_shape(workload: Mapping) -> WorkloadShape:

@@ -132,6 +132,16 @@ def test_lws_size_9_one_leader_segments_of_4():
         assert tree.roles["leader"].pod_spec["containers"][0]["name"] == "vllm-leader"
 
 
+def test_lws_leader_excluded_from_subgroups_is_its_own_group():
+    lws = workload("lws-segments.yaml")
+    lws["spec"]["leaderWorkerTemplate"]["subGroupPolicy"]["subGroupType"] = "LeaderExcluded"
+    [tree, _] = group_workload(lws, TOPOLOGIES)
+    assert [g.name for g in tree.root.children] == ["leader", "worker"]
+    assert tree.group("leader").slots == [Slot("leader", 0)]
+    segments = tree.group("worker").children
+    assert [[slot.index for slot in g.slots] for g in segments] == [[1, 2, 3, 4], [5, 6, 7, 8]]
+
+
 def test_lws_without_leader_template_uses_the_worker_template():
     lws = workload("lws-segments.yaml")
     del lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]

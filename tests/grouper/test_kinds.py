@@ -1,6 +1,9 @@
 """The registry of workload kinds (grouper/kinds/): lookups by Kind, the order pods look for their owner."""
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from grouper import owner_of
@@ -54,3 +57,60 @@ def test_pods_look_for_their_owner_in_the_registry_order(the_pod, owner):
 
 def test_the_webhook_lists_the_kinds_that_number_their_pods():
     assert numbering_kinds() == "Indexed batch/v1 Job, PyTorchJob, TFJob, JAXJob, XGBoostJob, MPIJob, LeaderWorkerSet"
+
+
+# --- a kind's rules live in its file -------------------------------------------------------------------
+
+PRODUCT = ("app", "grouper", "topology")
+FAMILIES = {k.name for k in KINDS} | {"generic"}
+
+
+def _kind_constant(node: ast.expr) -> bool:
+    """A name such as LWS_KIND: a workload kind's Kind name held in a constant."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name.endswith("_KIND") and name not in ("POD_KIND", "NODE_KIND")
+
+
+def _strings(node: ast.expr) -> list[str]:
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [item.value for item in items if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+
+
+def kind_branches(source: str) -> list[str]:
+    """Where code tells workload kinds apart by family: `family_of(...)`, `.family`, or a comparison with a
+    kind's name ("lws", "job", ...) or with a constant holding its Kind (LWS_KIND). Only grouper/kinds/
+    may: elsewhere a kind's rules come from its WorkloadKind."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name) and node.id == "family_of" or isinstance(node, ast.Attribute) and \
+                node.attr in ("family", "family_of"):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            named = [s for operand in operands for s in _strings(operand) if s in FAMILIES]
+            if named or any(_kind_constant(operand) for operand in operands):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_outside_the_kind_files_branches_on_a_kind_family():
+    root = Path(__file__).resolve().parents[2]
+    kinds = root / "grouper" / "kinds"
+    found = [f"{path.relative_to(root)} {where}" for package in PRODUCT for path in sorted((root / package).rglob("*.py"))
+             if kinds not in path.parents for where in kind_branches(path.read_text())]
+    assert not found, "move these rules into the kind's file (a WorkloadKind hook):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("source", [
+    'if shape.family == "lws": pass',
+    'x = family in ("job", "kubeflow")',
+    'if family_of(workload) != "lws": pass',
+    'y = "statefulset" != kind.name',
+    'z = tree.kind == LWS_KIND',
+])
+def test_the_kind_branch_check_finds_a_family_comparison(source):
+    assert kind_branches(source)
+
+
+def test_the_kind_branch_check_passes_role_and_kind_hooks():
+    assert not kind_branches('if role.name == "worker" and kind.exclusive_annotation: pass')
