@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e"), str(ROOT / "benchmarks")]
 
-from bench_e2e import BindingWatch, clear, layout, pod  # noqa: E402
+from bench_e2e import BindingWatch, clear, create_pods, layout, pod  # noqa: E402
 from cluster import E2ECluster, PodSink  # noqa: E402
 from controlplane import ControlPlane, find_binaries  # noqa: E402
 
@@ -106,16 +106,7 @@ def run_round(cluster: E2ECluster, namespace: str, option: str, pods: int, gang:
     releaser = GateReleaser(cluster, namespace, gang) if option == "gates" else None
     bindings = BindingWatch(cluster, namespace, len(objects))
     before = service_totals(cluster)
-    created: dict[str, float] = {}
-
-    def create(obj: dict) -> None:
-        response = cluster.core.create_namespaced_pod(namespace, obj, _preload_content=False)
-        response.drain_conn()
-        response.release_conn()
-        created[obj["metadata"]["name"]] = time.monotonic()
-    started = time.monotonic()
-    with ThreadPoolExecutor(8) as threads:
-        list(threads.map(create, objects))
+    started, created = create_pods(cluster, namespace, objects)
     try:
         bound = bindings.wait(timeout=300)
     finally:

@@ -27,13 +27,12 @@ import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "e2e"), str(ROOT / "benchmarks")]
 
-from bench_e2e import SCHEDULER, BindingWatch, clear, layout, start_schedulers  # noqa: E402
+from bench_e2e import SCHEDULER, BindingWatch, clear, create_pods, layout, start_schedulers  # noqa: E402
 from cluster import GPU, LEVELS, E2ECluster  # noqa: E402
 from controlplane import ControlPlane, find_binaries  # noqa: E402
 
@@ -81,16 +80,7 @@ def run_round(cluster: E2ECluster, namespace: str, kind: str, workload: str, gan
     objects = [pod(f"p-{g}-{i}", f"gang-{g}", i // SEGMENT, kind, workload) for g in range(gangs) for i in range(pods)]
     bindings = BindingWatch(cluster, namespace, len(objects))
     before = verb_totals(cluster)
-    created_at: dict[str, float] = {}
-
-    def create(obj: dict) -> None:
-        response = cluster.core.create_namespaced_pod(namespace, obj, _preload_content=False)
-        response.drain_conn()
-        response.release_conn()
-        created_at[obj["metadata"]["name"]] = time.monotonic()
-    started = time.monotonic()
-    with ThreadPoolExecutor(8) as threads:
-        list(threads.map(create, objects))
+    started, created_at = create_pods(cluster, namespace, objects)
     try:
         bound_at = bindings.wait(timeout=180)
     except TimeoutError:

@@ -504,6 +504,7 @@ class GangScheduler:
                     and not (pod.get("metadata") or {}).get("deletionTimestamp")
             if not waiting:
                 continue
+            self._preempt_for_parked(pod)
             try:
                 self.writer.annotate_pod(wake.namespace, wake.name, {WAKE_ANNOTATION: _timestamp(now)})
                 woken += 1
@@ -512,6 +513,14 @@ class GangScheduler:
         if woken:
             state.metrics.wakeups.inc(woken)
         return woken
+
+    def _preempt_for_parked(self, pod: Mapping) -> None:
+        """A gang pod kube-scheduler's own filters rejected (a full cluster) reaches us only through the
+        preempt verb; if its gang was still short then, nothing was planned or evicted, and the annotation
+        of a wake-up does not move a pod that NodeResourcesFit rejected. Plan the gang now and start its
+        preemption: the victims' deletion moves its pods."""
+        if self._unplanned_gang_pod(pod):
+            self._filter(pod, list(self.state.cluster.node_names))
 
     def preempt(self, pod: Mapping, victims: Mapping[str, list[str]]) -> dict[str, list[str]]:
         """The subset of kube-scheduler's candidate victims (node -> pod UIDs) that helps this pod.
@@ -526,8 +535,7 @@ class GangScheduler:
             return {}
         pod = watched
         self.state.refresh()
-        if self._unplanned_gang_pod(pod):
-            self._filter(pod, list(self.state.cluster.node_names))
+        self._preempt_for_parked(pod)
         return keep_helpful_victims(self.state, pod, victims, self.preemptor)
 
     def _unplanned_gang_pod(self, pod: Mapping) -> bool:

@@ -348,3 +348,40 @@ def test_non_exclusive_lws_preempts_the_cheapest_unit_beside_the_higher_priority
     answer = filter_(client, job_pods(lws)[0])
     assert "preempted gang research/job-a" in refusal(answer)
     assert sorted(f"{ns}/{name}" for ns, name, _ in writer.evictions) == [f"research/job-a-{i}" for i in range(4)]
+
+
+def test_a_wake_up_plans_and_preempts_for_a_gang_first_heard_of_through_preempt_while_incomplete():
+    """On a full cluster kube-scheduler's own filters reject every node (NodeResourcesFit), so each member
+    reaches us only through the preempt verb, and while the gang is incomplete there is nothing to preempt
+    for. Parked as rejected by NodeResourcesFit, the pods come back only when a pod is deleted or a node is
+    added: an annotation (the usual wake-up) does not move them. So when the wake-up of such a gang is due
+    and the gang is whole, the service plans it and starts its preemption itself; the victims' deletion then
+    moves the pods (an e2e preemption test stalled with all four pods parked and nothing evicted)."""
+    clock = Clock()
+    jobs = [job(f"job-{x}", "research", 4, priority=0) for x in "abc"]
+    urgent = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+              "metadata": {"name": "pg-urgent", "namespace": "prod", "uid": "uid-pg-urgent", "resourceVersion": "1"},
+              "spec": {"minMember": 4, "queue": "prod",
+                       "topologyConstraint": {"topology": "fabric", "requiredTopologyLevel": UNIT}}}
+    objects = fabric_nodes() + jobs + [urgent] + [p for i, j in enumerate(jobs) for p in running(j, 4 * i)]
+    app = create_app(Settings(), objects=copy.deepcopy(objects), clock=clock,
+                     writer=lambda state: RecordingWriter(state))
+    client, writer = TestClient(app), app.state.engine.writer
+    pods = [member("pg-urgent", i) for i in range(4)]
+    for pod in pods[:-1]:                           # each member's preempt call while the gang is short
+        assert preempt(client, pod, {"node-04": ["uid-job-b-0"]}) == {}
+    watch(client, pods[-1])                         # the last member: its preempt call came before the watch
+    assert writer.evictions == []
+    clock.now += 60
+    app.state.engine.wake_refused()
+    evicted = sorted(f"{ns}/{name}" for ns, name, _ in writer.evictions)
+    assert len(evicted) == 4 and len({name.rsplit("-", 1)[0] for name in evicted}) == 1, evicted
+
+
+def member(group: str, index: int) -> dict:
+    """A high-priority 8-GPU pod of a KAI PodGroup, before kube-scheduler binds it."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{group}-{index}", "namespace": "prod", "uid": f"uid-{group}-{index}",
+                         "annotations": {"pod-group-name": group}},
+            "spec": {"schedulerName": "tas-scheduler", "priority": 1000,
+                     "containers": [{"name": "main", "image": "trainer", "resources": {"limits": {GPU: "8"}}}]}}
