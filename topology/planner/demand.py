@@ -76,9 +76,13 @@ class GroupInfo:
         return self.preferred if self.preferred is not None else self.required
 
     def walk(self):
-        yield self
-        for child in self.children:
-            yield from child.walk()
+        """The subtree in pre-order (tree order), self first; one generator, not one per level."""
+        stack = [self]
+        while stack:
+            group = stack.pop()
+            yield group
+            if group.children:
+                stack.extend(reversed(group.children))
 
     def ancestors(self):
         node = self
@@ -130,7 +134,8 @@ def _leaf(info: GroupInfo, bound: Mapping[Slot, int], requests: Mapping[str, np.
     group = info.group
     first = len(table.slots)
     slots = group.slots
-    for slot in {slot.role: slot for slot in slots}.values():
+    roles = dict.fromkeys(slot.role for slot in slots)
+    for slot in ({slot.role: slot for slot in slots}.values() if not roles.keys() <= requests.keys() else ()):
         if slot.role not in requests:
             raise PlanError(f"group {group.name!r}: slot {slot} has role {slot.role!r} with no request; "
                             f"known roles: {', '.join(sorted(requests)) or 'none'}")
@@ -154,11 +159,17 @@ def _leaf(info: GroupInfo, bound: Mapping[Slot, int], requests: Mapping[str, np.
     else:
         waiting = list(range(first, first + len(slots)))
     info.ids = np.arange(first, len(table.slots), dtype=np.int64)
-    info.roles = frozenset(slot.role for slot in slots)
+    info.roles = frozenset(roles)
     info.bound = len(running)
     to_place = max(0, group.leaf_min() - info.bound)
-    info.mandatory = _by_role(table, waiting[:to_place])
-    info.optional = _by_role(table, waiting[to_place:])
+    if len(roles) == 1 and not running:      # the common leaf: one role, nothing running (no slot lookups)
+        (role,) = roles
+        info.mandatory = [(role, np.arange(first, first + to_place, dtype=np.int64))] if to_place else []
+        rest = len(slots) - to_place
+        info.optional = [(role, np.arange(first + to_place, first + len(slots), dtype=np.int64))] if rest else []
+    else:
+        info.mandatory = _by_role(table, waiting[:to_place])
+        info.optional = _by_role(table, waiting[to_place:])
     info.need = {role: len(ids) for role, ids in info.mandatory}
     for role, ids in info.mandatory + info.optional:
         info.waiting[role] = info.waiting.get(role, 0) + len(ids)

@@ -476,12 +476,18 @@ class Placer(LeafFill, ElasticPhase):
         """Pods of the subtree that count toward its minMember: those in satisfied children."""
         if group.is_leaf:
             return self.pods_in(group)
-        total = 0
+        total, leaves = 0, []
         for child in group.children:
             if child in self.where or child in self.sealed:
-                total += self.counted(child)
+                if child.is_leaf:
+                    leaves.append(child.ids)
+                else:
+                    total += self.counted(child)
             elif child.done is not None:
                 total += child.done          # satisfied by its running pods alone
+        if leaves:                           # the satisfied leaves' placed pods in one count
+            ids = group.ids if len(leaves) == len(group.children) else np.concatenate(leaves)
+            total += int(np.count_nonzero(self.state.node_of[ids] >= 0))
         return total
 
     # --- views ---------------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ def placements(layout: Layout, root: GroupInfo, node_of: np.ndarray,
     result: dict[str, GroupPlacement] = {}
     if measured is None:
         measured = leaf_spans(layout, [g for g in root.walk() if g.is_leaf and g.ids.size], node_of)
+    names = [layout.level_name(level) for level in range(layout.depth)]
     for group in root.walk():
         if group in measured:
             level, domain, used, pods = measured[group]
@@ -69,7 +70,7 @@ def placements(layout: Layout, root: GroupInfo, node_of: np.ndarray,
         name = None if level == ROOT else layout.level_name(level)
         result[group.name] = GroupPlacement(
             group.name, name, None if level == ROOT else layout.domain_id(level, domain),
-            {layout.level_name(l): n for l, n in enumerate(used)}, pods)
+            {names[l]: n for l, n in enumerate(used)}, pods)
     return result
 
 
@@ -92,12 +93,15 @@ def leaf_spans(layout: Layout, leaves: list[GroupInfo], node_of: np.ndarray) -> 
         keys = np.unique(owner * (int(domain.max(initial=0)) + 2) + domain + 1)
         counts.append(np.bincount(keys // (int(domain.max(initial=0)) + 2), minlength=len(leaves)))
     spans = {}
-    for index, leaf in enumerate(leaves):
-        if not pods[index]:
+    depth = layout.depth                               # below: Python ints, one conversion per array
+    counts = [level_counts.tolist() for level_counts in counts]
+    firsts = first.tolist()
+    first_domain = [layout.node_domain[level][first].tolist() for level in range(depth)] + [firsts]
+    for index, (leaf, placed_pods) in enumerate(zip(leaves, pods.tolist())):
+        if not placed_pods:
             continue
-        node = int(first[index])
-        level = next((l for l in range(layout.depth, -1, -1) if counts[l][index] == 1
-                      and (l == layout.depth or layout.node_domain[l][node] >= 0)), ROOT)
-        domain = node if level == layout.depth else (int(layout.node_domain[level][node]) if level >= 0 else 0)
-        spans[leaf] = (level, domain, tuple(int(counts[l][index]) for l in range(layout.depth)), int(pods[index]))
+        level = next((l for l in range(depth, -1, -1) if counts[l][index] == 1
+                      and (l == depth or first_domain[l][index] >= 0)), ROOT)
+        domain = first_domain[level][index] if level >= 0 else 0
+        spans[leaf] = (level, domain, tuple(counts[l][index] for l in range(depth)), placed_pods)
     return spans
