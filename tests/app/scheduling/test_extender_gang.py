@@ -257,13 +257,19 @@ def _node_object(client, name):
     return next(o for o in service(client).objects.list("Node") if o["metadata"]["name"] == name)
 
 
-def test_node_turning_not_ready_replans_unbound_slots_in_the_same_domain():
-    job = indexed_job("llama", pods=8, gpus=4)
+def llama_started(job: dict | None = None):
+    """The 8-pod llama gang (or `job`) planned with its pod 0 scheduled: (client, its pods, pod 0's node,
+    the plan)."""
+    job = job or indexed_job("llama", pods=8, gpus=4)
     client = make_client(job)
-    state = service(client)
     pods = job_pods(job)
     first = schedule(client, pods[0])
-    plan = state.plans.get("team-a/pg-llama-uid-llama")
+    return client, pods, first, service(client).plans.get("team-a/pg-llama-uid-llama")
+
+
+def test_node_turning_not_ready_replans_unbound_slots_in_the_same_domain():
+    client, pods, first, plan = llama_started()
+    state = service(client)
     victim_slot = next(s for s in plan.slots.values() if s.status == "planned" and s.node != first)
     victim_node, block = victim_slot.node, domain_of(client, victim_slot.node, "block")
     node = _node_object(client, victim_node)
@@ -286,10 +292,8 @@ def test_gpu_tainted_node_turning_not_ready_replans_its_slots():
     that is tainted all along and then turns NotReady must still lose its planned slots."""
     job = indexed_job("llama", pods=8, gpus=4)
     job["spec"]["template"]["spec"]["tolerations"] = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
-    client = make_client(job)
+    client, _, first, plan = llama_started(job)
     state = service(client)
-    first = schedule(client, job_pods(job)[0])
-    plan = state.plans.get("team-a/pg-llama-uid-llama")
     victim = next(s for s in plan.slots.values() if s.status == "planned" and s.node != first)
     slot, victim_node = victim.slot, victim.node
     node = _node_object(client, victim_node)
@@ -304,12 +308,8 @@ def test_gpu_tainted_node_turning_not_ready_replans_its_slots():
 
 
 def test_deleted_node_is_replanned_and_bound_pods_there_are_reported():
-    job = indexed_job("llama", pods=8, gpus=4)
-    client = make_client(job)
+    client, _, first, plan = llama_started()
     state = service(client)
-    pods = job_pods(job)
-    first = schedule(client, pods[0])
-    plan = state.plans.get("team-a/pg-llama-uid-llama")
     state.apply(NODE_KIND, "MODIFIED", {**_node_object(client, first), "spec": {"taints": [
         {"key": "gpu-broken", "effect": "NoSchedule"}]}})
     assert any("bound pod team-a/llama-0" in note and first in note for note in plan.notes)
@@ -455,12 +455,8 @@ def test_a_gang_pod_cannot_bind_away_from_its_planned_node():
 
 def test_a_pod_relist_reconciles_plans_with_what_is_bound():
     from app.state import POD_KIND
-    job = indexed_job("llama", pods=8, gpus=4)
-    client = make_client(job)
+    client, pods, first, plan = llama_started()
     state = service(client)
-    pods = job_pods(job)
-    first = schedule(client, pods[0])
-    plan = state.plans.get("team-a/pg-llama-uid-llama")
     # a relist (after 410 Gone) shows llama-0 gone, and llama-1 bound by someone else's view of our bind
     listed = [p for p in state.objects.list("Pod") if p["metadata"]["name"] != "llama-0"]
     slot1 = next(s for s in plan.slots.values() if s.slot.index == 1)
