@@ -94,10 +94,6 @@ class Wakeups:
         with self._lock:
             return dict(self._heard.get(gang) or {})
 
-    def forget(self, gang: str) -> None:
-        with self._lock:
-            self._heard.pop(gang, None)
-
     def pending(self) -> int:
         with self._lock:
             return len(self._pending)

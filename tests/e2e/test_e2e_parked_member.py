@@ -20,7 +20,8 @@ REPEATS = 5
 
 def stale_evictions(cluster) -> float:
     match = re.search(r"^tas_extender_stale_gang_evictions_total (\S+)$", cluster.metrics(), re.MULTILINE)
-    return float(match.group(1)) if match else 0.0
+    assert match, "the extender's /metrics has no tas_extender_stale_gang_evictions_total"
+    return float(match.group(1))
 
 
 def assert_nothing_lost(cluster, namespace: str, evictions_before: float) -> None:
