@@ -988,7 +988,7 @@ def test_script_apply_writes_the_secret_and_patches_the_webhook(tmp_path):
 
 @cache
 def dockerfile() -> dict:
-    """The last value of each instruction (continuation lines joined), plus every COPY source."""
+    """The last value of each instruction (continuation lines joined), plus every COPY source and ARG."""
     text = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
     instructions: dict = {"COPY": []}
     for line in text.splitlines():
@@ -998,6 +998,8 @@ def dockerfile() -> dict:
         word, _, rest = line.partition(" ")
         if word.upper() == "COPY":
             instructions["COPY"] += rest.split()[:-1]
+        elif word.upper() == "ARG":
+            instructions.setdefault("ARG", []).append(rest.strip())
         else:
             instructions[word.upper()] = rest.strip()
     return instructions
@@ -1022,11 +1024,14 @@ def dockerignore_excludes(path: str) -> bool:
 
 def test_dockerfile_builds_a_slim_non_root_image_of_the_service():
     df = dockerfile()
-    assert re.fullmatch(r"python:3\.11-slim(-[a-z]+)?", df["FROM"])
+    assert df["FROM"] == "${PYTHON_IMAGE}"
+    base = dict(arg.split("=", 1) for arg in df["ARG"])["PYTHON_IMAGE"]
+    assert re.fullmatch(r"python:3\.11-slim(-[a-z]+)?@sha256:[0-9a-f]{64}", base), "pinned by digest"
     uid, _, gid = df["USER"].partition(":")
     assert uid.isdigit() and int(uid) > 0 and (not gid or int(gid) > 0)
     assert yaml.safe_load(df["ENTRYPOINT"]) == ["tas-extender", "serve"]
-    assert "pip install ." in df["RUN"]
+    assert "pip install --require-hashes --no-deps -r requirements.lock" in df["RUN"]
+    assert "pip install --no-deps --no-index --no-build-isolation ." in df["RUN"]
     settings_module = pytest.importorskip("app.settings")
     assert df["EXPOSE"] == str(settings_module.Settings.model_fields["port"].default) == FLAG_DEFAULTS["port"]
 
