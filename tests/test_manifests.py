@@ -113,7 +113,8 @@ def get(docs: list[dict], kind: str, name: str, namespace: str | None = None) ->
 
 
 def every_manifest_document() -> list[tuple[str, dict]]:
-    paths = sorted(p for p in MANIFESTS.rglob("*.yaml") if p.name != "kustomization.yaml")
+    # install.yaml is the kustomize output of these (tests/test_install_file.py), not a source
+    paths = sorted(p for p in MANIFESTS.rglob("*.yaml") if p.name not in ("kustomization.yaml", "install.yaml"))
     return [(f"{p.relative_to(MANIFESTS)}#{i}", doc) for p in paths for i, doc in enumerate(load_docs(p))]
 
 
@@ -596,7 +597,10 @@ def test_scheduler_has_the_kube_scheduler_roles_and_its_own_lease():
     assert ("Role", "kube-system", "extension-apiserver-authentication-reader") in bound
     election = scheduler_config(docs)["leaderElection"]
     assert election["leaderElect"] is True and election["resourceLock"] == "leases"
-    assert election["resourceNamespace"] == namespace
+    assert "resourceNamespace" not in election         # the pod's own namespace, from the flag
+    assert flag(container(deployment)["command"], "leader-elect-resource-namespace") == "$(POD_NAMESPACE)"
+    (env,) = [e for e in container(deployment)["env"] if e["name"] == "POD_NAMESPACE"]
+    assert env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     lease_roles = [name for kind, ns, name in bound if kind == "Role" and ns == namespace]
     assert len(lease_roles) == 1
     rules = rules_of(docs, "Role", lease_roles[0], namespace)
@@ -730,7 +734,10 @@ def test_scheduler_reaches_the_extender_through_the_service():
     extender, svc = extender_entry(scheduler_config(docs)), service(docs)
     url = urlsplit(extender["urlPrefix"])
     assert url.scheme == "https" and extender["enableHTTPS"] is True
-    assert url.hostname == f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc"
+    # the Service's short name, resolved in the scheduler's own namespace: the config names no namespace
+    assert url.hostname == svc["metadata"]["name"]
+    assert scheduler_deployment(docs)["metadata"]["namespace"] == svc["metadata"]["namespace"]
+    assert "hostNetwork" not in scheduler_deployment(docs)["spec"]["template"]["spec"]   # the cluster's DNS search
     (port,) = [p for p in svc["spec"]["ports"] if p["port"] == (url.port or 443)]
     # the verbs port, which requires a client certificate; never the webhook's port
     assert container_port(extender_deployment(docs), port["targetPort"]) == int(extender_flag(docs, "verbs-port"))
@@ -850,6 +857,7 @@ def test_cert_manager_overlay_issues_the_secret_the_deployments_mount():
     assert certificate["secretName"] == volume_source_of(
         extender_deployment(docs), extender_flag(docs, "tls-cert"))["secret"]["secretName"]
     assert f"{svc['metadata']['name']}.{namespace}.svc" in certificate["dnsNames"]
+    assert urlsplit(extender_entry(scheduler_config(docs))["urlPrefix"]).hostname in certificate["dnsNames"]
     assert "server auth" in certificate["usages"]
     issuer = get(docs, certificate["issuerRef"]["kind"], certificate["issuerRef"]["name"], namespace)["spec"]
     ca = [d for d in docs if d["kind"] == "Certificate" and d["spec"].get("isCA")]
@@ -897,6 +905,9 @@ def test_script_certificate_names_the_service_of_the_manifests(tmp_path):
     host = f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc"
     assert host in san_dns_names(tmp_path / "tls.crt")
     assert f"{host}.cluster.local" in san_dns_names(tmp_path / "tls.crt")
+    # the name kube-scheduler dials (the Service's short name, from its own namespace)
+    assert urlsplit(extender_entry(scheduler_config(installed()))["urlPrefix"]).hostname in san_dns_names(
+        tmp_path / "tls.crt")
     # stdout is the caBundle alone: base64 of the CA that signed the certificate.
     assert base64.b64decode(result.stdout.strip()) == (tmp_path / "ca.crt").read_bytes()
     assert "OK" in openssl("verify", "-CAfile", str(tmp_path / "ca.crt"), str(tmp_path / "tls.crt"))
