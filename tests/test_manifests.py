@@ -940,6 +940,9 @@ def test_script_names_any_service_and_namespace(tmp_path_factory, service_name, 
     (["--days", "0"], "--days must be a positive integer"),
     (["--namespace"], "--namespace needs a value"),
     (["--colour", "blue"], "unknown argument '--colour'"),
+    (["--timeout", "5"], "--timeout must be a duration like 90s, 5m or 1h, got '5'"),
+    (["--timeout"], "--timeout needs a value"),
+    (["--ca-days", "ten"], "--ca-days must be a positive integer"),
 ])
 def test_script_rejects_bad_arguments(args, message):
     result = run_script(*args)
@@ -952,8 +955,16 @@ FAKE_KUBECTL = """#!/usr/bin/env bash
 line=$(printf '%s\\x1f' "$@"); printf '%s\\n' "$line" >> "$KUBECTL_LOG"
 case "$*" in
   *"get mutatingwebhookconfiguration"*) printf '%s\\n' $FAKE_WEBHOOKS ;;
-  *"create secret"*) echo "kind: Secret" ;;
+  *"get secret"*) printf '%s' "${FAKE_SECRET_CA:-}" ;;
+  *"create secret"*)
+    # keep what each write of a Secret would hold: <log>.<secret>.<write number>.<key>
+    n=$(ls "$KUBECTL_LOG.$6".*.tls.crt 2>/dev/null | wc -l)
+    for arg in "$@"; do
+      case "$arg" in --from-file=*) kv=${arg#--from-file=}; cp "${kv#*=}" "$KUBECTL_LOG.$6.$n.${kv%%=*}" ;; esac
+    done
+    echo "kind: Secret" ;;
   *"apply -f -"*) cat >/dev/null ;;
+  *"rollout status deployment ${FAKE_ROLLOUT_FAILS:-none}"*) exit 1 ;;
 esac
 """
 
@@ -991,8 +1002,132 @@ def test_script_apply_writes_the_secret_and_patches_the_webhook(tmp_path):
     assert patch == [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_bundle}
                      for i in range(len(webhook["webhooks"]))]
 
-    restarted = {c[-1] for c in calls if c[2:4] == ["rollout", "restart"]}
-    assert restarted == {extender_deployment(docs)["metadata"]["name"], scheduler_deployment(docs)["metadata"]["name"]}
+    # one Deployment at a time, the extender first: each restart is followed by its status before the next
+    extender, scheduler = extender_deployment(docs)["metadata"]["name"], scheduler_deployment(docs)["metadata"]["name"]
+    assert rollouts(calls) == [("restart", extender), ("status", extender), ("restart", scheduler),
+                               ("status", scheduler)]
+    assert all("--timeout=5m" in c for c in calls if c[2:4] == ["rollout", "status"])
+
+
+def rollouts(calls: list[list[str]]) -> list[tuple[str, str]]:
+    return [(c[3], c[5]) for c in calls if c[2:3] == ["rollout"]]
+
+
+def fake_kubectl(tmp_path: Path, env: dict | None = None) -> tuple[dict, Path]:
+    bin_dir, log = tmp_path / "bin", tmp_path / "kubectl.log"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "kubectl").write_text(FAKE_KUBECTL)
+    (bin_dir / "kubectl").chmod(0o755)
+    log.write_text("")
+    webhook = get(installed(), "MutatingWebhookConfiguration", "tas-extender")
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "KUBECTL_LOG": str(log),
+            "FAKE_WEBHOOKS": " ".join(w["name"] for w in webhook["webhooks"]), **(env or {})}, log
+
+
+def logged_calls(log: Path) -> list[list[str]]:
+    return [line.rstrip("\x1f").split("\x1f") for line in log.read_text().splitlines()]
+
+
+def certificates_in(bundle: bytes) -> list[str]:
+    """The subjects of the PEM certificates in a bundle, in order."""
+    pems = re.findall(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----\n", bundle, re.S)
+    return [subprocess.run(["openssl", "x509", "-noout", "-subject"], input=pem, capture_output=True,
+                           check=True).stdout.decode().strip() for pem in pems]
+
+
+def verifies(ca: Path, cert: Path) -> bool:
+    return subprocess.run(["openssl", "verify", "-CAfile", str(ca), str(cert)], capture_output=True).returncode == 0
+
+
+@needs_openssl
+def test_script_renews_the_certificates_under_the_existing_ca(tmp_path):
+    out = tmp_path / "tls"
+    first = run_script("--out", str(out))
+    ca, serving, client = (out / "ca.crt").read_bytes(), (out / "tls.crt").read_bytes(), \
+        (out / "scheduler-client.crt").read_bytes()
+    second = run_script("--out", str(out))
+    assert first.returncode == second.returncode == 0, second.stderr
+    assert (out / "ca.crt").read_bytes() == ca and second.stdout == first.stdout     # the same trust
+    assert (out / "tls.crt").read_bytes() != serving and (out / "scheduler-client.crt").read_bytes() != client
+    assert verifies(out / "ca.crt", out / "tls.crt") and verifies(out / "ca.crt", out / "scheduler-client.crt")
+    assert "renewing the certificates under the existing CA" in second.stderr
+
+
+@needs_openssl
+def test_script_new_ca_keeps_the_old_one_trusted_until_the_next_renewal(tmp_path):
+    out = tmp_path / "tls"
+    assert run_script("--out", str(out)).returncode == 0
+    old_ca = tmp_path / "old-ca.crt"
+    old_ca.write_bytes((out / "ca.crt").read_bytes())
+    changed = run_script("--out", str(out), "--new-ca")
+    assert changed.returncode == 0, changed.stderr
+    bundle = base64.b64decode(changed.stdout.strip())
+    assert certificates_in(bundle) == certificates_in((out / "ca.crt").read_bytes() + old_ca.read_bytes())
+    assert (out / "ca.crt").read_bytes() != old_ca.read_bytes()
+    assert verifies(out / "ca.crt", out / "tls.crt") and not verifies(old_ca, out / "tls.crt")
+    renewed = run_script("--out", str(out))
+    assert renewed.returncode == 0, renewed.stderr
+    assert base64.b64decode(renewed.stdout.strip()) == (out / "ca.crt").read_bytes()   # the old CA dropped
+    assert not (out / "ca-previous.crt").exists()
+
+
+@needs_openssl
+def test_script_new_ca_apply_trusts_both_before_it_switches_certificates(tmp_path):
+    out = tmp_path / "tls"
+    assert run_script("--out", str(out)).returncode == 0
+    old_serving, old_client = (out / "tls.crt").read_bytes(), (out / "scheduler-client.crt").read_bytes()
+    env, log = fake_kubectl(tmp_path)
+    result = run_script("--out", str(out), "--new-ca", "--apply", env=env)
+    assert result.returncode == 0, result.stderr
+    calls = logged_calls(log)
+    steps = [("secret", i) if c[2:4] == ["create", "secret"] else ("patch",) if c[:1] == ["patch"] else
+             (c[3], c[5]) for i, c in enumerate(calls) if c[2:4] == ["create", "secret"] or c[:1] == ["patch"]
+             or c[2:3] == ["rollout"]]
+    kinds = [s[0] for s in steps]
+    assert kinds == ["secret", "secret", "patch", "restart", "status", "restart", "status",
+                     "secret", "secret", "patch", "restart", "status", "restart", "status"]
+    secret = volume_source_of(extender_deployment(installed()), extender_flag(installed(), "tls-cert"))[
+        "secret"]["secretName"]
+    saved = lambda name, write, key: Path(f"{log}.{name}.{write}.{key}").read_bytes()  # noqa: E731
+    bundle = (out / "ca.crt").read_bytes() + (out / "ca-previous.crt").read_bytes()
+    client_secret = "tas-scheduler-client-tls"
+    # step 1: both CAs trusted, the old certificates still served and presented
+    assert saved(secret, 0, "tls.crt") == old_serving and saved(client_secret, 0, "tls.crt") == old_client
+    assert saved(secret, 0, "ca.crt") == saved(client_secret, 0, "ca.crt") == bundle
+    # step 2: the new CA's certificates, both CAs still trusted
+    assert saved(secret, 1, "tls.crt") == (out / "tls.crt").read_bytes() != old_serving
+    assert saved(client_secret, 1, "tls.crt") == (out / "scheduler-client.crt").read_bytes() != old_client
+    assert saved(secret, 1, "ca.crt") == bundle
+
+
+@needs_openssl
+def test_script_never_replaces_a_ca_it_was_not_asked_to(tmp_path):
+    out = tmp_path / "tls"
+    assert run_script("--out", str(out)).returncode == 0
+    (out / "ca.key").unlink()
+    lost_key = run_script("--out", str(out))
+    assert lost_key.returncode == 1 and "ca.key is missing" in lost_key.stderr and "--new-ca" in lost_key.stderr
+    env, _ = fake_kubectl(tmp_path, {"FAKE_SECRET_CA": "LS0tLS1CRUdJTg=="})
+    elsewhere = run_script("--out", str(tmp_path / "empty"), "--apply", env=env)
+    assert elsewhere.returncode == 1 and "already trusts a CA" in elsewhere.stderr, elsewhere.stderr
+    assert not (tmp_path / "empty" / "ca.crt").exists() and "--new-ca" in elsewhere.stderr
+
+
+@needs_openssl
+def test_script_refuses_a_ca_that_expires_before_its_certificates(tmp_path):
+    out = tmp_path / "tls"
+    assert run_script("--out", str(out), "--ca-days", "10", "--days", "5").returncode == 0
+    result = run_script("--out", str(out), "--days", "30")
+    assert result.returncode == 1 and "expires within --days 30" in result.stderr
+
+
+@needs_openssl
+def test_script_stops_when_a_rollout_does_not_finish(tmp_path):
+    env, log = fake_kubectl(tmp_path, {"FAKE_ROLLOUT_FAILS": "tas-extender"})
+    result = run_script("--out", str(tmp_path / "tls"), "--apply", env=env)
+    assert result.returncode == 1
+    assert "the rollout of deployment/tas-extender did not finish within --timeout 5m" in result.stderr
+    assert rollouts(logged_calls(log)) == [("restart", "tas-extender"), ("status", "tas-extender")]
 
 
 # --- Dockerfile and docker-compose.yml ----------------------------------------------------------------------------------
