@@ -871,7 +871,30 @@ def test_cert_manager_overlay_issues_the_secret_the_deployments_mount():
     assert client["issuerRef"] == certificate["issuerRef"]          # the CA the extender's --client-ca holds
     annotations = get(docs, "MutatingWebhookConfiguration", "tas-extender")["metadata"]["annotations"]
     assert annotations["cert-manager.io/inject-ca-from"] == f"{namespace}/tas-extender"
+    # renewed before expiry; the CA keeps its key, so what it signed before a CA renewal stays valid
+    for cert in (certificate, client):
+        assert cert["privateKey"]["rotationPolicy"] == "Always"
+        assert 0 < hours(cert["renewBefore"]) < hours(cert["duration"]) / 3
+    assert ca[0]["spec"]["privateKey"]["rotationPolicy"] == "Never"
+    # kube-scheduler is rolled (by a reloader) when either Secret it mounts is renewed
+    reload = scheduler_deployment(docs)["metadata"]["annotations"]["secret.reloader.stakater.com/reload"]
+    mounted = {v["secret"]["secretName"] for v in scheduler_deployment(docs)["spec"]["template"]["spec"]["volumes"]
+               if "secret" in v}
+    assert set(reload.split(",")) == mounted == {certificate["secretName"], client["secretName"]}
     assert "caBundle" not in webhook_entry(docs)["clientConfig"]
+
+
+def hours(duration: str) -> int:
+    assert re.fullmatch(r"\d+h", duration), duration
+    return int(duration[:-1])
+
+
+def test_scheduler_rolls_one_pod_at_a_time():
+    """A rollout (new image, renewed certificates) never leaves no kube-scheduler to hold the Lease."""
+    deployment = scheduler_deployment(installed())
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
+                                              "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    assert deployment["spec"]["replicas"] >= 2
 
 
 # --- scripts/gen-webhook-cert.sh -------------------------------------------------------------------------------------
