@@ -180,7 +180,7 @@ def test_the_service_serves_on_uvloop_as_uvicorn_run_would(monkeypatch, uvicorn_
 
     seen = []
 
-    async def serve_all(all_servers):
+    async def serve_all(all_servers, tls=None):
         seen.append((type(asyncio.get_running_loop()), len(all_servers)))
 
     monkeypatch.setattr(listeners, "_serve_all", serve_all)
