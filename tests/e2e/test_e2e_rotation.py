@@ -5,7 +5,6 @@ no pod admitted without the webhook's mutation, and the extender must be serving
 trusting the new client CA afterwards, without a restart."""
 from __future__ import annotations
 
-import importlib.util
 import re
 import socket
 import ssl
@@ -84,11 +83,6 @@ def verbs_accept(port: int, server_ca: Path, client: tuple[Path, Path]) -> bool:
         return False
 
 
-# The reload of the serving certificate and client CA comes with app/certificates.py (branch `serving`); until it
-# is merged the service reads its files only at start, and this test fails where the renewed certificate is
-# awaited. Strict: once the reload is there, the test must pass, and an unexpected pass fails the run.
-@pytest.mark.xfail(importlib.util.find_spec("app.certificates") is None, strict=True,
-                   reason="the service reloads its certificates only with app/certificates.py (branch serving)")
 def test_renewing_every_certificate_while_gangs_are_scheduled_refuses_nothing(rotation_cluster, request):
     cluster = rotation_cluster
     ns = conftest.TestNamespace(cluster, "rotation")
