@@ -434,12 +434,18 @@ def _difference(a, b):
     return None if a is None or b is None else a - b
 
 
+REFUSED_ARMS = ("alone", "with a refused gang", "with a gated gang")
+WAIT_GATE = "tas-extender.io/wait-for-room"
+
+
 def refused_rounds(cluster: E2ECluster, schedulers: dict, rounds: int, plain: int) -> None:
-    """Section 4: plain pods through the extender's profile, alone and while a never-fitting gang retries."""
-    times: dict[str, list[float]] = {"alone": [], "with a refused gang": []}
+    """Section 4: plain pods through the extender's profile alone, while a never-fitting gang retries (today's
+    refuse-and-wake), and while the same gang waits behind a scheduling gate from its creation (what a webhook
+    gate on a gang known not to fit at admission would give: the gang never enters kube-scheduler's queue)."""
+    times: dict[str, list[float]] = {arm: [] for arm in REFUSED_ARMS}
     for n in range(rounds):
-        for label in (("alone", "with a refused gang") if n % 2 == 0 else ("with a refused gang", "alone")):
-            namespace = f"refused-{n}-{'a' if label == 'alone' else 'r'}"
+        for label in (REFUSED_ARMS if n % 2 == 0 else REFUSED_ARMS[::-1]):
+            namespace = f"refused-{n}-{REFUSED_ARMS.index(label)}"
             cluster.create_namespace(namespace)
             if label != "alone":
                 cluster.apply([{"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
@@ -448,27 +454,33 @@ def refused_rounds(cluster: E2ECluster, schedulers: dict, rounds: int, plain: in
                                     "topology": "e2e", "requiredTopologyLevel": "block"}}}], namespace=namespace)
                 time.sleep(1)
                 huge = [pod(f"huge-{i}", SCHEDULER["gangs"], "huge", gpus=8) for i in range(128)]
+                if label == "with a gated gang":
+                    for member in huge:
+                        member["spec"]["schedulingGates"] = [{"name": WAIT_GATE}]
                 with ThreadPoolExecutor(8) as threads:
                     list(threads.map(lambda o: cluster.core.create_namespaced_pod(namespace, o), huge))
-                time.sleep(3)                  # it is refused and retrying
+                time.sleep(3)                  # it is refused and retrying (or gated)
             before = snapshot(cluster, schedulers)
             objects = [pod(f"web-{i}", SCHEDULER["gangs"], None) for i in range(plain)]
             seconds = create_and_wait(cluster, namespace, objects)
             after = snapshot(cluster, schedulers)
             times[label].append(seconds)
+            cpu = {k: (after["cpu"][k] - before["cpu"].get(k, 0.0)) * 1e3 / plain for k in after["cpu"]}
             attempts = after["counts"].get("unschedulable gangs", 0) - before["counts"].get("unschedulable gangs", 0)
             p50 = quantile(before["buckets"].get("attempt gangs"), after["buckets"].get("attempt gangs"), 0.5)
             p99 = quantile(before["buckets"].get("attempt gangs"), after["buckets"].get("attempt gangs"), 0.99)
-            bind = [quantile(before["buckets"].get("service bind"), after["buckets"].get("service bind"), q)
-                    for q in (0.5, 0.99)]
             print(f"  round {n + 1} {label:<20} {plain} plain pods in {seconds:.2f} s; unschedulable attempts "
-                  f"{attempts:.0f}; attempt p50 {fmt(p50 and p50 * 1e3)} ms p99 {fmt(p99 and p99 * 1e3)} ms; "
-                  f"bind verb p50 {fmt(bind[0] and bind[0] * 1e3)} ms p99 {fmt(bind[1] and bind[1] * 1e3)} ms", flush=True)
+                  f"{attempts:.0f}; attempt p50 {fmt(p50 and p50 * 1e3)} ms p99 {fmt(p99 and p99 * 1e3)} ms; CPU ms per "
+                  f"plain pod: service {fmt(cpu.get(extender_process(cluster, 'gangs'), 0.0))}, kube-scheduler "
+                  f"{fmt(cpu.get(SCHEDULER['gangs'], 0.0))}, kube-apiserver {fmt(cpu.get('kube-apiserver', 0.0))}; "
+                  f"load {load()}", flush=True)
             clear(cluster, namespace)
-    alone, mixed = statistics.median(times["alone"]), statistics.median(times["with a refused gang"])
-    ratios = sorted(m / a for m, a in zip(times["with a refused gang"], times["alone"]))
-    print(f"verdict: plain pods {mixed / alone:.2f}x slower while the gang retries (medians; per pair "
-          f"{ratios[0]:.2f}-{ratios[-1]:.2f}); target <= 1.2x: {'met' if mixed / alone <= 1.2 else 'MISSED'}")
+    alone = statistics.median(times["alone"])
+    for arm in REFUSED_ARMS[1:]:
+        mixed = statistics.median(times[arm])
+        ratios = sorted(m / a for m, a in zip(times[arm], times["alone"]))
+        print(f"verdict: plain pods {mixed / alone:.2f}x slower {arm.replace('with', 'beside')} (medians; per pair "
+              f"{ratios[0]:.2f}-{ratios[-1]:.2f}); target <= 1.2x: {'met' if mixed / alone <= 1.2 else 'MISSED'}")
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -572,6 +584,7 @@ def job_round(cluster: E2ECluster, schedulers: dict, namespace: str, kind: str, 
                "benchmark CPU ms/pod": cpu.get("benchmark client", 0.0) * 1e3 / pods,
                "watch events/pod": sum(watched.events.values()) / pods, "watch KB/pod": watched.bytes / 1024 / pods,
                "API writes/pod": sum((writes_after - writes_before).values()) / pods,
+               **{f"{verb} calls/pod": calls(before, after, f"service {verb}") / pods for verb in ("filter", "bind")},
                "webhook p50 ms": (quantile(before["buckets"].get("webhook"), after["buckets"].get("webhook"), 0.5) or 0) * 1e3,
                "unschedulable": after["counts"].get(f"unschedulable {'gangs' if kind == 'gangs' else 'plain'}", 0.0)
                - before["counts"].get(f"unschedulable {'gangs' if kind == 'gangs' else 'plain'}", 0.0)}
@@ -579,6 +592,11 @@ def job_round(cluster: E2ECluster, schedulers: dict, namespace: str, kind: str, 
     figures["events"] = {k: v / pods for k, v in watched.events.items()}
     figures.update(job_violations(cluster, namespace, shapes))
     return figures
+
+
+def calls(before: dict, after: dict, name: str) -> float:
+    """Observations a histogram gained between two snapshots."""
+    return (after["buckets"].get(name) or Counter())[float("inf")] - (before["buckets"].get(name) or Counter())[float("inf")]
 
 
 def job_violations(cluster: E2ECluster, namespace: str, shapes: list[str]) -> dict:
@@ -606,7 +624,7 @@ def job_violations(cluster: E2ECluster, namespace: str, shapes: list[str]) -> di
 
 
 JOB_FIGURES = ["pods/s", "all CPU ms/pod", *[f"{part} CPU ms/pod" for part in CPU_PARTS], "benchmark CPU ms/pod",
-               "API writes/pod", "watch events/pod", "watch KB/pod", "webhook p50 ms", "unschedulable",
+               "API writes/pod", "filter calls/pod", "bind calls/pod", "watch events/pod", "watch KB/pod", "webhook p50 ms", "unschedulable",
                "racks/gang", "gangs split", "segments split", "nodes over"]
 
 
@@ -693,6 +711,121 @@ def job_rounds(binaries: dict, args, folder: Path) -> None:
                     shutil.copy(log, args.logs / f"gates-{'on' if gates else 'off'}-{log.name}")
 
 
+# ------------------------------------------------------------------------------------------------------
+# issue 39, the admission lever: what the webhook's patch costs the API server (no scheduling at all)
+ADMISSION_KINDS = {"plain": "no patch (plain Job)", "patched": "the webhook's patch",
+                   "prefilled": "no patch, same fields"}
+
+
+class Created(PodSink):
+    """When `expected` pods of the namespace exist."""
+
+    def __init__(self, cluster: E2ECluster, namespace: str, expected: int):
+        self.namespace, self.expected, self.names = namespace, expected, set()
+        self.pods: list[dict] = []
+        self.done = threading.Event()
+        self._sinks = cluster.pod_sinks
+        self._sinks.add(self)
+
+    def apply(self, kind, event, pod) -> None:
+        metadata = pod.get("metadata") or {}
+        if event == "ADDED" and metadata.get("namespace") == self.namespace and metadata["name"] not in self.names:
+            self.names.add(metadata["name"])
+            self.pods.append(pod)
+            if len(self.names) >= self.expected:
+                self.done.set()
+
+    def wait(self, timeout: float) -> None:
+        try:
+            if not self.done.wait(timeout):
+                raise TimeoutError(f"{len(self.names)} of {self.expected} pods created after {timeout:.0f} s")
+        finally:
+            self._sinks.remove(self)
+
+
+def admission_job(name: str, kind: str, injected: dict | None) -> dict:
+    """A segment Job (job()'s `segments` shape) of pods no scheduler takes. prefilled: no annotation of ours,
+    its template carrying what the webhook adds to a member (`injected`: labels, annotations, env)."""
+    body = job(name, "gangs" if kind == "patched" else "plain", "segments")
+    template = body["spec"]["template"]
+    template["spec"]["schedulerName"] = "nobody"
+    if kind == "prefilled":
+        template["metadata"]["labels"].update(injected["labels"])
+        template["metadata"]["annotations"] = dict(injected["annotations"])
+        template["spec"]["containers"][0]["env"] = injected["env"]
+    return body
+
+
+def injected_fields(pod: dict) -> dict:
+    metadata, container = pod["metadata"], pod["spec"]["containers"][0]
+    return {"labels": {k: v for k, v in (metadata.get("labels") or {}).items() if k.startswith("kai.scheduler/")},
+            "annotations": {k: v for k, v in (metadata.get("annotations") or {}).items() if k == "pod-group-name"},
+            "env": container.get("env") or []}
+
+
+def admission_rounds(binaries: dict, args, folder: Path) -> None:
+    plane = ControlPlane(binaries, folder / "admission", manager_args=(
+        "--kube-api-qps", str(args.manager_qps), "--kube-api-burst", str(2 * args.manager_qps))).start()
+    cluster = None
+    try:
+        cluster = E2ECluster(plane, direct=True).install()
+        cluster.add_gpu_nodes(layout(0, 64), taint=False)
+        time.sleep(3)
+        injected = None
+        results: dict[str, list[dict]] = {kind: [] for kind in ADMISSION_KINDS}
+        order = [k for n in range(args.rounds) for k in (["patched", "plain", "prefilled"] if n % 2 == 0
+                                                          else ["prefilled", "plain", "patched"])]
+        if order[0] != "patched":
+            order.insert(0, "patched")
+        for n, kind in enumerate(order):
+            namespace = f"admission-{n}"
+            cluster.create_namespace(namespace)
+            pods = args.jobs * JOB_PODS
+            created = Created(cluster, namespace, pods)
+            watched = WatchCount(cluster, namespace)
+            before = snapshot(cluster, {})
+            started = time.monotonic()
+            manifest = yaml.safe_dump_all([admission_job(f"job-{j}", kind, injected) for j in range(args.jobs)])
+            cluster.plane.kubectl("-n", namespace, "create", "-f", "-", stdin=manifest)
+            try:
+                created.wait(timeout=600)
+            finally:
+                watched.close()
+            elapsed = time.monotonic() - started
+            time.sleep(2)                      # the Job controller's status updates settle
+            after = snapshot(cluster, {})
+            if kind == "patched" and injected is None:
+                injected = injected_fields(created.pods[0])
+                if n == 0 and order.count("patched") > args.rounds:
+                    clear(cluster, namespace)
+                    continue                   # the first round only learnt what the webhook adds
+            cpu = {name: after["cpu"][name] - before["cpu"].get(name, 0.0) for name in after["cpu"]}
+            figures = {"pods/s created": pods / elapsed,
+                       "kube-apiserver CPU ms/pod": cpu.get("kube-apiserver", 0.0) * 1e3 / pods,
+                       "etcd CPU ms/pod": cpu.get("etcd", 0.0) * 1e3 / pods,
+                       "service CPU ms/pod": cpu.get(extender_process(cluster, "gangs"), 0.0) * 1e3 / pods,
+                       "webhook p50 ms": (quantile(before["buckets"].get("webhook"), after["buckets"].get("webhook"), 0.5) or 0) * 1e3,
+                       "pod KB": watched.bytes / 1024 / max(1, sum(watched.events.values()))}
+            results[kind].append(figures)
+            print(f"  round {n + 1} {ADMISSION_KINDS[kind]:<24} " + "; ".join(f"{k} {fmt(v)}" for k, v in figures.items())
+                  + f"; load {load()}", flush=True)
+            clear(cluster, namespace)
+        print(f"\n== the webhook's patch, {args.jobs} segment Jobs x {JOB_PODS} pods a round: median (range) over "
+              f"{args.rounds} rounds; load average {load()}")
+        medians = {}
+        for kind, rounds in results.items():
+            medians[kind] = {name: median_range([r[name] for r in rounds]) for name in rounds[0]}
+            print(f"  {ADMISSION_KINDS[kind]:<24} " + "; ".join(f"{k} {text}" for k, (_, text) in medians[kind].items()))
+        api = {kind: medians[kind]["kube-apiserver CPU ms/pod"][0] for kind in medians}
+        print(f"verdict: the API server's CPU per pod for the patch itself (patched - prefilled) "
+              f"{fmt(api['patched'] - api['prefilled'])} ms; for the fields it adds (prefilled - plain) "
+              f"{fmt(api['prefilled'] - api['plain'])} ms", flush=True)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        plane.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, action="append", help="GPU nodes, 8 GPUs each (repeatable; "
@@ -708,8 +841,11 @@ def main() -> int:
     parser.add_argument("--kinds", default=",".join(ORDER), help="kinds of round (default plain,null,gangs)")
     parser.add_argument("--jobs", type=int, default=0, help="issue 39's rounds instead: this many Indexed Jobs "
                         f"of {JOB_PODS} pods a round (24 in the issue), made by the Job controller")
+    parser.add_argument("--admission", action="store_true", help="--jobs: instead, what the webhook's patch "
+                        "costs the API server: segment Jobs whose pods no scheduler takes, patched by the webhook, "
+                        "plain, or created with the same fields (no patch)")
     parser.add_argument("--gates", default="off,on", help="--jobs: native gates off, on, or off,on (a control "
-                        "plane each, in turn)")
+                        "plane each, in turn); --refused: on runs on a gated control plane (default off)")
     parser.add_argument("--manager-qps", type=int, default=1000, help="--jobs: kube-controller-manager's client "
                         "QPS (burst twice that; its default, 20, would bound every kind at the Job controller)")
     args = parser.parse_args()
@@ -735,12 +871,13 @@ def main() -> int:
               f"{args.jobs} Indexed Jobs x {JOB_PODS} pods of 1 GPU (half one rack, half one block in segments of "
               f"{SEGMENT} per rack); machine: {os.cpu_count()} cores, shared; load average {load()}", flush=True)
         with tempfile.TemporaryDirectory(prefix="bench-jobs-") as folder:
-            job_rounds(binaries, args, Path(folder))
+            (admission_rounds if args.admission else job_rounds)(binaries, args, Path(folder))
         return 0
     print(f"settings of every scheduler: {SETTINGS}; {args.pods} pods per round (1 GPU each), gangs of {args.gang} "
           f"in one block ({NODES_PER_RACK * RACKS_PER_BLOCK} nodes); machine: {os.cpu_count()} cores, shared")
     with tempfile.TemporaryDirectory(prefix="bench-e2e-") as folder:
-        plane = ControlPlane(binaries, Path(folder)).start()
+        # --refused --gates on: the refused gang gets the native gate's PodGroup (kube-scheduler's group backoff)
+        plane = ControlPlane(binaries, Path(folder), gates=args.refused and args.gates == [True]).start()
         cluster = None
         try:
             # one replica, called directly: the tests' readiness proxy is a Python TCP relay that would cost
