@@ -16,7 +16,7 @@ import pytest
 from app.ports import NATIVE_KINDS
 from grouper.native import gate_podgroup
 from service_helpers import (GPU, bind, domain_of, filter_, indexed_job, job_pods, make_client, node_names, plain_pod,
-                             service, watch)
+                             preempt, service, watch)
 
 ZONE, BLOCK, RACK = "topology.kubernetes.io/zone", "network.example.com/block", "network.example.com/rack"
 V137 = "1.37.0"
@@ -195,14 +195,6 @@ def test_the_native_gates_podgroup_is_a_valid_v137_object(version):
 
 # ---- v1.38: preemption-capable extenders get candidates with empty victim lists (kubernetes#135486): nodes
 # where kube-scheduler's own plugins fit the pod without evicting anything, i.e. nodes our filter refused
-def preempt(client, pod: dict, victims: dict[str, list[str]]) -> dict[str, list[str]]:
-    body = {"Pod": pod, "NodeNameToMetaVictims": {
-        node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 0} for node, uids in victims.items()}}
-    answer = client.post("/scheduler/preempt", json=body)
-    assert answer.status_code == 200
-    return {node: [p["UID"] for p in v["Pods"]] for node, v in answer.json()["NodeNameToMetaVictims"].items()}
-
-
 def test_a_plain_pod_is_not_nominated_to_a_node_we_refused_with_nothing_to_evict():
     """Kept, such a candidate would nominate the pod to a node reserved for a gang with no victim: the pod is
     refused there again, and its nomination holds the node against the gang's own pods meanwhile."""
