@@ -132,6 +132,10 @@ class TimedHttpProtocol(HttpToolsProtocol):
         self._cancel_deadline()
         super().connection_lost(exc)
 
+    def handle_websocket_upgrade(self) -> None:
+        self._cancel_deadline()                          # the connection is the websocket protocol's now
+        super().handle_websocket_upgrade()
+
     def _cancel_deadline(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
