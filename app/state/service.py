@@ -295,6 +295,10 @@ class ServiceState:
         nodes = [NodeInfo.from_object(n) for n in self.objects.list("Node")]
         old_names = set(self._cluster.node_names)
         cluster = Cluster(nodes, self._topology_objects(), self._devices(nodes))
+        for name, error in sorted(cluster.devices.errors.items()):
+            if self._cluster.devices.errors.get(name) != error:
+                log.warning("DeviceClass %s skipped: its devices are not counted: %s", name, error,
+                            extra=fields(deviceclass=name))
         running = [pod for pod in self.objects.list("Pod") if cluster.add_pod(pod)]
         self._cluster = cluster
         for pod in running:
