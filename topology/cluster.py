@@ -91,12 +91,22 @@ class Cluster:
     def from_objects(cls, objects: ClusterObjects) -> "Cluster":
         nodes = [NodeInfo.from_object(n) for n in objects.nodes]
         dra = {kind: [o for o in objects.devices if o.get("kind") == kind]
-               for kind in ("DeviceClass", "ResourceSlice", "ResourceClaim")}
-        devices = DeviceModel(dra["DeviceClass"], dra["ResourceSlice"], dra["ResourceClaim"], nodes)
+               for kind in ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")}
+        devices = DeviceModel(dra["DeviceClass"], dra["ResourceSlice"], dra["ResourceClaim"], nodes,
+                              dra["ResourceClaimTemplate"])
         cluster = cls(nodes, objects.topologies, devices)
         for pod in objects.pods:
             cluster.add_pod(pod)
         return cluster
+
+    def pod_demand(self, spec: Mapping, namespace: str) -> dict[str, int]:
+        """A pending pod's demand: its effective request (pod_requests) and the devices its
+        `spec.resourceClaims` ask from their ResourceClaimTemplates, one column per DeviceClass. The one
+        place a pod to plan becomes amounts; a bound pod's devices are its allocated claims' instead."""
+        amounts = pod_requests(spec)
+        for device_class, count in self.devices.claim_demand(spec, namespace).items():
+            amounts[device_class] = amounts.get(device_class, 0) + count
+        return amounts
 
     # --- pods ------------------------------------------------------------------------------------
     def add_pod(self, pod: Mapping) -> bool:

@@ -11,7 +11,7 @@ the class), and, on a node whose allocatable lacks it, the class's `extendedReso
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import cel
@@ -228,6 +228,28 @@ def allocated_devices(claims: Iterable[Mapping]) -> dict[tuple[str, str, str], s
     return used
 
 
+def _namespaced(obj: Mapping) -> str:
+    metadata = obj.get("metadata") or {}
+    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+
+
+def request_demand(request: Mapping, largest: Callable[[str], int]) -> dict[str, int]:
+    """Class -> devices one claim request asks: `exactly.count` (default 1) of `exactly.deviceClassName`;
+    `allocationMode: All` as the most devices of the class one node has (`largest`); `firstAvailable` as
+    its first alternative."""
+    exactly = request.get("exactly")
+    if exactly is None and request.get("firstAvailable"):
+        exactly = request["firstAvailable"][0]
+    if exactly is None:
+        exactly = request           # v1beta1: the request's own fields
+    device_class = (exactly or {}).get("deviceClassName")
+    if not device_class:
+        return {}
+    if exactly.get("allocationMode") == "All":
+        return {device_class: max(largest(device_class), 1)}
+    return {device_class: int(exactly.get("count") or 1)}
+
+
 def _fits(consumes, available: Mapping[str, dict[str, int]]) -> bool:
     return all(available.get(s, {}).get(c, 0) >= amount for s, counters in consumes for c, amount in counters.items())
 
@@ -260,7 +282,8 @@ class DeviceModel:
     kept per (class, device) across claim events; a class or slice change builds a new model."""
 
     def __init__(self, classes: Iterable[Mapping] = (), slices: Iterable[Mapping] = (),
-                 claims: Iterable[Mapping] = (), nodes: Sequence[NodeInfo] = ()):
+                 claims: Iterable[Mapping] = (), nodes: Sequence[NodeInfo] = (), templates: Iterable[Mapping] = ()):
+        self.templates = {_namespaced(t): t for t in templates}
         self.classes = {c.name: c for c in map(_class_info, classes) if c.name}
         self.pools, self.problems = build_pools(slices, nodes)
         self.node_names = [n.name for n in nodes]
@@ -279,6 +302,7 @@ class DeviceModel:
                 self.errors[name] = f"spec.selectors: CEL evaluation failed: {err}"
                 self.matching = {k: v for k, v in self.matching.items() if k[1] != name}
         self.allocated: dict[tuple[str, str, str], str] = allocated_devices(claims)
+        self._largest: dict[str, int] | None = None
 
     @property
     def empty(self) -> bool:
@@ -300,6 +324,28 @@ class DeviceModel:
                 if devices:
                     totals[name] = totals.get(name, 0) + free_count(devices, pool, taken, busy)
         return totals
+
+    def largest_count(self, device_class: str) -> int:
+        """The most devices of a class any one node has (what `allocationMode: All` asks, approximated)."""
+        if self._largest is None:
+            self._largest = {}
+            for node in self.node_names:
+                for name, count in self.counts(node).items():
+                    self._largest[name] = max(self._largest.get(name, 0), count)
+        return self._largest.get(device_class, 0)
+
+    def claim_demand(self, spec: Mapping, namespace: str) -> dict[str, int]:
+        """Class -> devices a pending pod's `spec.resourceClaims` ask from their ResourceClaimTemplates."""
+        demand: dict[str, int] = {}
+        for entry in spec.get("resourceClaims") or []:
+            name = (entry or {}).get("resourceClaimTemplateName")
+            template = self.templates.get(f"{namespace}/{name}") if name else None
+            if template is None:
+                continue
+            for request in (((template.get("spec") or {}).get("spec") or {}).get("devices") or {}).get("requests") or []:
+                for device_class, count in request_demand(request, self.largest_count).items():
+                    demand[device_class] = demand.get(device_class, 0) + count
+        return demand
 
     def extended_resources(self) -> dict[str, str]:
         """Class -> the extended resource it serves (DRAExtendedResource), for the classes that count."""

@@ -10,7 +10,6 @@ import numpy as np
 from topology.cluster import Cluster
 from topology.groups import Group, GroupTree, RoleSpec, Slot
 from topology.nodes import PodPlacementRules
-from topology.resources import pod_requests
 
 GPU = "nvidia.com/gpu"
 
@@ -26,7 +25,7 @@ def role_needs(cluster: Cluster, tree: GroupTree) -> dict[str, RoleNeeds]:
     needs: dict[str, RoleNeeds] = {}
     for role in sorted({slot.role for slot in tree.slots()}):
         spec = tree.pod_spec(role)
-        amounts = pod_requests(spec)
+        amounts = cluster.pod_demand(spec, tree.namespace)
         needs[role] = RoleNeeds(cluster.resources.vector(amounts),
                                 cluster.usable(PodPlacementRules.from_spec(spec)),
                                 cluster.resources.unknown(amounts))

@@ -20,7 +20,7 @@ import numpy as np
 
 from grouper import minimum
 from grouper.names import reservation_gang
-from topology.cluster import pod_key
+from topology.cluster import Cluster, pod_key
 from topology.groups import GroupTree, Slot
 from topology.nodes import PodPlacementRules
 from topology.quantity import format_units
@@ -326,7 +326,7 @@ class GangScheduler:
             waiting = yielding.waiting_for(state, tree, bound, candidates)
         state.metrics.planning.labels("gang").observe(time.perf_counter() - started)
         now = state.clock()
-        plan = GangPlan(tree.key, tree, GANG_REFUSED, topology=tree.topology, summary=gang_summary(tree),
+        plan = GangPlan(tree.key, tree, GANG_REFUSED, topology=tree.topology, summary=gang_summary(tree, state.cluster),
                         created=now, expires=now + state.settings.reservation_ttl)
         if not result.placed:
             state.book.store_refused(plan, gang_message(plan, f"waiting for capacity {waiting}" if waiting
@@ -589,14 +589,14 @@ def _elsewhere_refusal(candidates: Sequence[str], message: str) -> FilterOutcome
     return refusal
 
 
-def gang_summary(tree: GroupTree) -> str:
+def gang_summary(tree: GroupTree, cluster: Cluster) -> str:
     """`16 pods x 8 nvidia.com/gpu`, or `1 chief x 4 cpu + 16 worker x 8 nvidia.com/gpu` for mixed roles."""
     counts: dict[str, int] = {}
     for slot in tree.slots():
         counts[slot.role] = counts.get(slot.role, 0) + 1
     parts = []
     for role, count in counts.items():
-        parts.append((role, count, _main_request(pod_requests(tree.pod_spec(role)))))
+        parts.append((role, count, _main_request(cluster.pod_demand(tree.pod_spec(role), tree.namespace))))
     if len({p[2] for p in parts}) <= 1:
         total = sum(p[1] for p in parts)
         return f"{total} pods" + (f" x {parts[0][2]}" if parts and parts[0][2] else "")

@@ -17,7 +17,6 @@ import numpy as np
 from topology.groups import GroupTree
 from topology.nodes import PodPlacementRules
 from topology.plan import Plan
-from topology.resources import pod_requests
 
 from ..state.changes import Mark
 from .admitted import shape
@@ -119,12 +118,12 @@ def _other_pods_matter(tree: GroupTree) -> bool:
 def _shared_request(state: ServiceState, tree: GroupTree) -> np.ndarray | None:
     """The request vector of the gang's pods when every role asks the same, else None (mixed roles pack
     together on a node: freed room may fit a mix where it fits no more pods of any one role)."""
-    vectors = {state.cluster.resources.vector(pod_requests(tree.pod_spec(role))).tobytes(): role
+    vectors = {state.cluster.resources.vector(state.cluster.pod_demand(tree.pod_spec(role), tree.namespace)).tobytes(): role
                for role in {slot.role for slot in tree.slots()}}
     if len(vectors) != 1:
         return None
     (role,) = vectors.values()
-    return state.cluster.resources.vector(pod_requests(tree.pod_spec(role)))
+    return state.cluster.resources.vector(state.cluster.pod_demand(tree.pod_spec(role), tree.namespace))
 
 
 def _fits(free: np.ndarray, request: np.ndarray) -> np.ndarray:

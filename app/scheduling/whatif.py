@@ -116,7 +116,7 @@ def unplanned_gangs(state: ServiceState) -> list[dict]:
             found[ident.gang] = entry = {
                 "gang": tree.key, "namespace": tree.namespace, "name": tree.name,
                 "workload": tree.workload or tree.name, "priority": tree.priority, "never_fits": False,
-                "kind": tree.kind, "status": UNPLANNED, "topology": tree.topology, "summary": gang_summary(tree),
+                "kind": tree.kind, "status": UNPLANNED, "topology": tree.topology, "summary": gang_summary(tree, state.cluster),
                 "reason": f"no pod of the gang reached the extender: kube-scheduler's own filters left no node "
                           f"({message})",
                 "pods": len(tree.slots()), "counts": {"pending": 0}, "created": created, "expires": None,

@@ -20,7 +20,6 @@ from grouper.names import GANG_ANNOTATION, SLOT_ANNOTATION
 from topology.cluster import Cluster, is_bound_and_running, pod_key
 from topology.groups import GroupTree, Slot
 from topology.nodes import PodPlacementRules
-from topology.resources import pod_requests
 
 from ..logs import fields, get_logger
 from .changes import NodeChanges
@@ -56,7 +55,7 @@ class GangBook:
         if kept is None or kept[0] is not spec or kept[1] is not resources:
             if len(self._role_requests) > 256:
                 self._role_requests.clear()
-            kept = self._role_requests[id(spec)] = (spec, resources, resources.vector(pod_requests(spec)))
+            kept = self._role_requests[id(spec)] = (spec, resources, resources.vector(self._model().pod_demand(spec, plan.tree.namespace)))
         return kept[2]
 
     def reserve_slot(self, plan: GangPlan, state: SlotState, *, check_fit: bool = True) -> bool:

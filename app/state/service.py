@@ -48,7 +48,8 @@ TOPOLOGY_KINDS = {("kai.scheduler", "Topology"), ("kueue.x-k8s.io", "Topology"),
 # deleted nodes are re-planned (and their pods woken) even when no request reads the model meanwhile.
 STALE_REBUILD_DELAY = 0.2
 DRA_GROUP = "resource.k8s.io"
-DEVICE_KINDS = {(DRA_GROUP, "DeviceClass"), (DRA_GROUP, "ResourceSlice")}     # a change builds a new model
+# a change builds a new model (a template's: the demand of the pods that name it)
+DEVICE_KINDS = {(DRA_GROUP, "DeviceClass"), (DRA_GROUP, "ResourceSlice"), (DRA_GROUP, "ResourceClaimTemplate")}
 CLAIM_KIND = (DRA_GROUP, "ResourceClaim")                                       # kept incrementally
 
 
@@ -218,7 +219,8 @@ class ServiceState:
 
     def _devices(self, nodes: Sequence[NodeInfo]) -> DeviceModel:
         return DeviceModel(self.objects.list("DeviceClass", DRA_GROUP), self.objects.list("ResourceSlice", DRA_GROUP),
-                           self.objects.list("ResourceClaim", DRA_GROUP), nodes)
+                           self.objects.list("ResourceClaim", DRA_GROUP), nodes,
+                           self.objects.list("ResourceClaimTemplate", DRA_GROUP))
 
     def _on_workload(self, kind: WatchedKind, event: EventType, obj: Mapping, before: Mapping | None) -> None:
         """A workload or PodGroup changed: cached refusals may be stale. One deleted or suspended sends no

@@ -111,3 +111,46 @@ def test_claim_events_change_only_the_claims_nodes():
     assert (free(cluster, "node-01", GPU), free(cluster, "node-02", GPU)) == (8, 5)
     cluster.claims_changed([cluster.node_index[n] for n in cluster.devices.apply_claim(claim, None)])
     assert free(cluster, "node-02", GPU) == 8
+
+
+def template(name, *requests, namespace="research"):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"spec": {"devices": {"requests": [{"name": f"r{i}", **r} for i, r in enumerate(requests)]}}}}
+
+
+def claiming(*templates):
+    return {"containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}],
+            "resourceClaims": [{"name": f"c{i}", "resourceClaimTemplateName": t} for i, t in enumerate(templates)]}
+
+
+def demand_of(spec, *objects, namespace="research"):
+    cluster = cluster_of(dra(1), dra(2), dra_slice("node-01"), dra_slice("node-02", gpus=4), DRA_GPU_CLASS, *objects)
+    return cluster.pod_demand(spec, namespace)
+
+
+def test_a_claim_template_request_adds_its_count_to_the_class_column():
+    exactly = {"exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8}}
+    assert demand_of(claiming("t"), template("t", exactly)) == {"cpu": 1000, "pods": 1, "gpu.nvidia.com": 8}
+
+
+def test_count_defaults_to_one_and_requests_and_claims_add_up():
+    one = {"exactly": {"deviceClassName": "gpu.nvidia.com"}}
+    two = {"exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2}}
+    assert demand_of(claiming("a", "b"), template("a", one, two), template("b", one))["gpu.nvidia.com"] == 4
+
+
+def test_first_available_counts_its_first_alternative():
+    request = {"firstAvailable": [{"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 4},
+                                  {"name": "small", "deviceClassName": "gpu.nvidia.com", "count": 1}]}
+    assert demand_of(claiming("t"), template("t", request))["gpu.nvidia.com"] == 4
+
+
+def test_allocation_mode_all_counts_the_most_devices_one_node_has():
+    request = {"exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}
+    assert demand_of(claiming("t"), template("t", request))["gpu.nvidia.com"] == 8
+
+
+def test_a_template_of_another_namespace_is_not_the_pods():
+    exactly = {"exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8}}
+    assert "gpu.nvidia.com" not in demand_of(claiming("t"), template("t", exactly, namespace="other"))

@@ -10,7 +10,6 @@ from ..cluster import Cluster
 from ..groups import GroupTree, Slot
 from ..nodes import PodPlacementRules
 from ..plan import Plan, PlanInput
-from ..resources import pod_requests
 from ..tree import TopologyTree
 from .gang import plan_gang
 from .policies import policy_named
@@ -40,7 +39,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
     possible: dict[str, np.ndarray] = {}
     for role in _roles(tree):
         spec = tree.pod_spec(role)
-        amounts = pod_requests(spec)
+        amounts = cluster.pod_demand(spec, tree.namespace)
         requests[role] = cluster.resources.vector(amounts)
         missing = cluster.resources.unknown(amounts)
         rules = PodPlacementRules.from_spec(spec)

@@ -51,3 +51,34 @@ def test_a_device_class_with_a_broken_expression_is_shown_and_counted_and_nothin
     assert dra["classes"]["gpu.nvidia.com"]["devices"] == 128
     assert 'tas_extender_dra_class_errors{deviceclass="broken"} 1.0' in client.get("/metrics").text
     assert len(filter_(client, job_pods(job)[0])["NodeNames"]) == 1
+
+
+def claim_template(name: str, namespace: str = "team-a", **request) -> dict:
+    """A ResourceClaimTemplate with one request `gpus` (`exactly` of gpu.nvidia.com by default)."""
+    request = request or {"exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8}}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpus", **request}]}}}}
+
+
+def job_with_claim(name: str, pods: int, template: str) -> dict:
+    """An Indexed Job of `pods` x 1 cpu whose pods get their GPUs from the ResourceClaimTemplate `template`."""
+    job = indexed_job(name, pods=pods, gpus=0, required="rack", segment=None)
+    spec = job["spec"]["template"]["spec"]
+    spec["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    spec["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": template}]
+    return job
+
+
+def test_a_gang_whose_pods_get_gpus_from_a_claim_template_is_planned_one_pod_per_node():
+    job = job_with_claim("llama", pods=4, template="gpu-8")
+    client = make_client(job, objects=dra_cluster() + [claim_template("gpu-8")])
+    answer = filter_(client, job_pods(job)[0])
+    assert len(answer["NodeNames"]) == 1, answer
+    gang = client.get("/debug/plans").json()["plans"][0]["gang"]
+    detail = client.get(f"/debug/plans/{gang}").json()
+    assert detail["summary"] == "4 pods x 8 gpu.nvidia.com"       # was "4 pods x 1 cpu", all on one node
+    assert len({s["node"] for s in detail["slots"]}) == 4, detail["slots"]
+    state = service(client)
+    column = state.cluster.resources.column["gpu.nvidia.com"]
+    assert state.cluster.capacity.reserved[:, column].sum() == 32
