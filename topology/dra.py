@@ -228,6 +228,9 @@ def allocated_devices(claims: Iterable[Mapping]) -> dict[tuple[str, str, str], s
     return used
 
 
+WAITS_FOR = "waits for "      # a refusal that an object yet to be created lifts: not "can never fit"
+
+
 def _namespaced(obj: Mapping) -> str:
     metadata = obj.get("metadata") or {}
     return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
@@ -334,18 +337,51 @@ class DeviceModel:
                     self._largest[name] = max(self._largest.get(name, 0), count)
         return self._largest.get(device_class, 0)
 
+    def _template_requests(self, spec: Mapping, namespace: str):
+        """(claim entry name, template name, template or None, its requests) per template claim of a pod."""
+        for entry in spec.get("resourceClaims") or []:
+            name = (entry or {}).get("resourceClaimTemplateName")
+            if not name:
+                continue
+            template = self.templates.get(f"{namespace}/{name}")
+            requests = (((template or {}).get("spec") or {}).get("spec") or {}).get("devices") or {}
+            yield entry.get("name"), name, template, requests.get("requests") or []
+
     def claim_demand(self, spec: Mapping, namespace: str) -> dict[str, int]:
         """Class -> devices a pending pod's `spec.resourceClaims` ask from their ResourceClaimTemplates."""
         demand: dict[str, int] = {}
-        for entry in spec.get("resourceClaims") or []:
-            name = (entry or {}).get("resourceClaimTemplateName")
-            template = self.templates.get(f"{namespace}/{name}") if name else None
-            if template is None:
-                continue
-            for request in (((template.get("spec") or {}).get("spec") or {}).get("devices") or {}).get("requests") or []:
+        for _, _, _, requests in self._template_requests(spec, namespace):
+            for request in requests:
                 for device_class, count in request_demand(request, self.largest_count).items():
                     demand[device_class] = demand.get(device_class, 0) + count
         return demand
+
+    def claim_problems(self, spec: Mapping, namespace: str) -> list[str]:
+        """Why a pod's template claims can be allocated on no node: the class is missing or skipped, or no
+        node has that many matching devices; last, a missing template (starting with WAITS_FOR: it may
+        yet be created, as kube-scheduler waits for it)."""
+        problems, waiting = [], []
+        for claim, name, template, requests in self._template_requests(spec, namespace):
+            if template is None:
+                waiting.append(f"{WAITS_FOR}ResourceClaimTemplate {namespace}/{name} of claim {claim}, which does not exist")
+                continue
+            for request in requests:
+                for device_class, count in request_demand(request, self.largest_count).items():
+                    where = f"claim {claim} (ResourceClaimTemplate {name}) request {request.get('name')}"
+                    why = self._class_problem(device_class, count)
+                    if why:
+                        problems.append(f"{where} asks {count} of DeviceClass {device_class}: {why}")
+        return problems + waiting            # a role that never fits is not waiting
+
+    def _class_problem(self, device_class: str, count: int) -> str | None:
+        if device_class not in self.classes:
+            return "no such DeviceClass"
+        if device_class in self.errors:
+            return f"the class is skipped ({self.errors[device_class]})"
+        largest = self.largest_count(device_class)
+        if largest < count:
+            return f"no node has {count} matching devices (at most {largest})"
+        return None
 
     def extended_resources(self) -> dict[str, str]:
         """Class -> the extended resource it serves (DRAExtendedResource), for the classes that count."""

@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 
+from ..dra import WAITS_FOR
 from ..plan import Plan, PlanInput
 from .demand import GroupInfo, PlanError, analyse
 from .explain import NEVER_FITS, Explainer, exclusion_text, insufficient
@@ -182,6 +183,9 @@ def _plan_once(inp: PlanInput, scope: tuple[int, int] | None, exact: bool) -> Pl
 
 def _refusal(inp: PlanInput, placer: Placer, root: GroupInfo, excluded: dict[str, int]) -> Plan:
     parts = [f"role {role}: {why}" for role, why in sorted(inp.unplaceable.items()) if role in root.need]
+    if parts and all(why.startswith(WAITS_FOR) for role, why in inp.unplaceable.items() if role in root.need):
+        return Plan(placed=False, reason="; ".join(parts),
+                    details={"mandatory": root.need_total, "never_fits": False, "waiting": True})
     failure = placer.failures.get(root, "the gang does not fit")
     details = {"mandatory": root.need_total, "candidates_tried": placer.tried,
                "search_exhausted": not placer.searching, "packed": placer.packed,

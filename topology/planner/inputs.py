@@ -52,11 +52,15 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
             allowed, reason = restricted[role]
             _count(excluded, reason, int((mask & ~allowed).sum()))
             mask = mask & allowed
-        if missing:
+        problems = cluster.devices.claim_problems(spec, tree.namespace)
+        if problems:
+            unplaceable[role] = "; ".join(problems)
+            mask = possible[role] = np.zeros(node_count, dtype=bool)
+        elif missing:
             unplaceable[role] = f"requests {', '.join(missing)}, which no node offers"
             mask = possible[role] = np.zeros(node_count, dtype=bool)
         usable[role] = mask
-        for reason, count in _exclusions(cluster, rules, usable[role] if not missing else cluster.usable(rules)).items():
+        for reason, count in _exclusions(cluster, rules, usable[role] if role not in unplaceable else cluster.usable(rules)).items():
             excluded[reason] = max(excluded.get(reason, 0), count)
     if topology is not None:
         for reason, count in _tree_exclusions(topology).items():

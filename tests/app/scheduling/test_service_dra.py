@@ -82,3 +82,30 @@ def test_a_gang_whose_pods_get_gpus_from_a_claim_template_is_planned_one_pod_per
     state = service(client)
     column = state.cluster.resources.column["gpu.nvidia.com"]
     assert state.cluster.capacity.reserved[:, column].sum() == 32
+
+
+def refusal_of(client, pod) -> str:
+    answer = filter_(client, pod)
+    assert answer["NodeNames"] == [], answer
+    return client.get("/debug/plans").json()["plans"][0]["reason"]
+
+
+def test_a_claim_no_node_can_satisfy_is_refused_naming_the_claim_the_request_and_the_class():
+    job = job_with_claim("llama", pods=4, template="gpu-16")
+    template = claim_template("gpu-16", exactly={"deviceClassName": "gpu.nvidia.com", "count": 16})
+    reason = refusal_of(make_client(job, objects=dra_cluster() + [template]), job_pods(job)[0])
+    assert "claim gpus (ResourceClaimTemplate gpu-16) request gpus asks 16 of DeviceClass gpu.nvidia.com: " \
+           "no node has 16 matching devices (at most 8)" in reason, reason
+    assert "can never fit" in reason, reason
+
+
+def test_a_missing_claim_template_is_refused_naming_the_template():
+    job = job_with_claim("llama", pods=4, template="gpu-8")
+    client = make_client(job, objects=dra_cluster())
+    reason = refusal_of(client, job_pods(job)[0])
+    assert "waits for ResourceClaimTemplate team-a/gpu-8 of claim gpus, which does not exist" in reason, reason
+    assert "never fit" not in reason, reason
+    response = client.post("/debug/objects", content=yaml.safe_dump(claim_template("gpu-8")),
+                           headers={"content-type": "application/yaml"})
+    assert response.status_code == 200, response.text
+    assert len(filter_(client, job_pods(job)[0])["NodeNames"]) == 1        # the template lifts the refusal
