@@ -108,6 +108,13 @@ class Cluster:
             amounts[device_class] = amounts.get(device_class, 0) + count
         return amounts
 
+    def claim_nodes(self, spec: Mapping, namespace: str) -> np.ndarray | None:
+        """Nodes where the allocated claims a pod names may be used (None: it names none)."""
+        if not self.devices.names_claims(spec):
+            return None
+        return np.fromiter((self.devices.claim_allows(spec, namespace, n) for n in self.nodes),
+                           dtype=bool, count=len(self.nodes))
+
     # --- pods ------------------------------------------------------------------------------------
     def add_pod(self, pod: Mapping) -> bool:
         """Account a bound, non-terminated pod (replacing an earlier version of it). False if it uses nothing."""

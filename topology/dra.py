@@ -304,7 +304,8 @@ class DeviceModel:
             except ValueError as err:
                 self.errors[name] = f"spec.selectors: CEL evaluation failed: {err}"
                 self.matching = {k: v for k, v in self.matching.items() if k[1] != name}
-        self.allocated: dict[tuple[str, str, str], str] = allocated_devices(claims)
+        self.claims = {_namespaced(c): c for c in claims}
+        self.allocated: dict[tuple[str, str, str], str] = allocated_devices(self.claims.values())
         self._largest: dict[str, int] | None = None
 
     @property
@@ -398,9 +399,28 @@ class DeviceModel:
             for device, owner in allocated_devices([before]).items():
                 if self.allocated.get(device) == owner:
                     del self.allocated[device]
+        if before is not None:
+            self.claims.pop(_namespaced(before), None)
         if after is not None:
+            self.claims[_namespaced(after)] = after
             self.allocated.update(allocated_devices([after]))
         return touched
+
+    def claim_allows(self, spec: Mapping, namespace: str, node: NodeInfo) -> bool:
+        """Whether every allocated ResourceClaim the pod names (`resourceClaimName`) may be used on the node:
+        its `status.allocation.nodeSelector` selects it (no selector: any node). An unallocated or missing
+        claim restricts nothing here."""
+        for entry in spec.get("resourceClaims") or []:
+            name = (entry or {}).get("resourceClaimName")
+            claim = self.claims.get(f"{namespace}/{name}") if name else None
+            allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
+            terms = (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
+            if terms and not any(_term_matches(node, t) for t in terms):
+                return False
+        return True
+
+    def names_claims(self, spec: Mapping) -> bool:
+        return any((entry or {}).get("resourceClaimName") for entry in spec.get("resourceClaims") or [])
 
     def claim_nodes(self, claim: Mapping) -> set[str]:
         """The nodes whose counts an allocated claim changes."""

@@ -48,6 +48,10 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
             allowed = np.asarray(candidates[role], dtype=bool)
             _count(excluded, "not a candidate", int((mask & ~allowed).sum()))
             mask = mask & allowed
+        claimed = cluster.claim_nodes(spec, tree.namespace)
+        if claimed is not None:
+            _count(excluded, "not where its claim is allocated", int((mask & ~claimed).sum()))
+            mask = mask & claimed
         if restricted is not None and role in restricted:
             allowed, reason = restricted[role]
             _count(excluded, reason, int((mask & ~allowed).sum()))

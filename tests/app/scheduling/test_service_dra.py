@@ -109,3 +109,17 @@ def test_a_missing_claim_template_is_refused_naming_the_template():
                            headers={"content-type": "application/yaml"})
     assert response.status_code == 200, response.text
     assert len(filter_(client, job_pods(job)[0])["NodeNames"]) == 1        # the template lifts the refusal
+
+
+def test_pods_naming_an_allocated_claim_are_planned_on_the_nodes_of_its_allocation_only():
+    job = indexed_job("llama", pods=2, gpus=0, required="rack", segment=None)
+    spec = job["spec"]["template"]["spec"]
+    spec["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    spec["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "shared"}]
+    claim = dra_claim("shared", "team-a", "node-07", ["gpu-0", "gpu-1"])
+    client = make_client(job, objects=dra_cluster() + [claim])
+    assert filter_(client, job_pods(job)[0])["NodeNames"] == ["node-07"]
+    gang = client.get("/debug/plans").json()["plans"][0]["gang"]
+    detail = client.get(f"/debug/plans/{gang}").json()
+    assert {s["node"] for s in detail["slots"]} == {"node-07"}, detail["slots"]
+    assert detail["summary"] == "2 pods x 1 cpu"              # no new devices: the claim's are counted
