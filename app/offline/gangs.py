@@ -26,8 +26,9 @@ def role_needs(cluster: Cluster, tree: GroupTree) -> dict[str, RoleNeeds]:
     for role in sorted({slot.role for slot in tree.slots()}):
         spec = tree.pod_spec(role)
         amounts = cluster.pod_demand(spec, tree.namespace)
-        needs[role] = RoleNeeds(cluster.resources.vector(amounts),
-                                cluster.usable(PodPlacementRules.from_spec(spec)),
+        usable = cluster.usable(PodPlacementRules.from_spec(spec))
+        claimed = cluster.claim_nodes(spec, tree.namespace)
+        needs[role] = RoleNeeds(cluster.resources.vector(amounts), usable if claimed is None else usable & claimed,
                                 cluster.resources.unknown(amounts))
     return needs
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from app.cli import main
 from topology.demo import demo_objects
 
-from service_helpers import filter_, indexed_job, job_with_affinity, make_client, plain_pod, schedule
+from service_helpers import filter_, indexed_job, job_pods as job_pods_of, job_with_affinity, make_client, plain_pod, schedule
 
 APP = {"app": "serve"}
 HOSTNAME = "kubernetes.io/hostname"
@@ -98,4 +98,25 @@ def test_plan_and_the_service_agree_on_random_clusters(tmp_path, capsys, data):
     cluster += others
     service = by_service(copy.deepcopy(cluster), job, pods)
     planned = by_plan(tmp_path, capsys, copy.deepcopy(cluster), job)
+    assert planned == service
+
+
+def test_plan_and_the_service_count_gpus_from_a_claim_template_alike(tmp_path, capsys):
+    """A 4-pod gang whose pods get 8 DRA GPUs each from a ResourceClaimTemplate, on 8 nodes of 8 DRA GPUs:
+    both put one pod per node in one rack (before, both stacked the gang on one node as 4 x 1 cpu)."""
+    from topology.demo import DRA_GPU_CLASS, dra_node, dra_slice
+    cluster = [dra_node(o) if o["kind"] == "Node" else o for o in nodes(8)]
+    cluster += [dra_slice(o["metadata"]["name"]) for o in cluster if o["kind"] == "Node"] + [copy.deepcopy(DRA_GPU_CLASS)]
+    cluster.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                    "metadata": {"name": "gpu-8", "namespace": "team-a"},
+                    "spec": {"spec": {"devices": {"requests": [
+                        {"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8}}]}}}})
+    job = indexed_job("serve", pods=4, gpus=0, segment=None, required="rack")
+    spec = job["spec"]["template"]["spec"]
+    spec["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    spec["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "gpu-8"}]
+    pods = job_pods_of(job)
+    service = by_service(copy.deepcopy(cluster), job, pods)
+    planned = by_plan(tmp_path, capsys, copy.deepcopy(cluster), job)
+    assert service is not None and len(set(service.values())) == 4, service
     assert planned == service
