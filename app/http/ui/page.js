@@ -410,14 +410,14 @@ function wholeText(w) {
 function drawPlan(plan, colours) {
   const slots = plan.slots.slice(0, SLOT_LIMIT).map((s) =>
     el("tr", {}, el("td", {}, chip(s.group, colours)), el("td", {}, s.slot),
-      el("td", { title: s.node || "" }, s.node ? short(s.node, NAME_CHARS.node) : "—"),
+      el("td", { title: s.node || "" }, s.node ? short(s.node, NAME_CHARS.tag) : "—"),
       el("td", { class: s.status }, s.status + (s.reserved ? " · reserved" : ""))));
   const more = plan.slots.length - SLOT_LIMIT;
   return el("div", { class: "plan" },
     drawClosest(plan),
     plan.groups.length ? el("table", {}, el("tr", {}, el("th", {}, "group"), el("th", {}, "level"), el("th", {}, "domain")),
       plan.groups.map((g) => el("tr", {}, el("td", {}, chip(g.group, colours)), el("td", {}, g.level || "any"),
-        el("td", { title: g.domain || "" }, g.domain ? short(g.domain.split("/").pop(), NAME_CHARS.node) : "—")))) : null,
+        el("td", { title: g.domain || "" }, g.domain ? short(g.domain.split("/").pop(), NAME_CHARS.tag) : "—")))) : null,
     slots.length ? el("table", {}, el("tr", {}, el("th", {}, "segment"), el("th", {}, "slot"), el("th", {}, "node"),
       el("th", {}, "status")), slots) : null,
     more > 0 ? el("p", { class: "muted" }, `and ${more} more slots (see debug/plans/${plan.gang})`) : null,
