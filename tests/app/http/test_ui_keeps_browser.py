@@ -10,7 +10,7 @@ import copy
 import pytest
 
 from service_helpers import indexed_job, job_pods
-from test_ui_browser import CHROMIUM, Service, browser, loaded  # noqa: F401 - browser is a fixture
+from test_ui_browser import CHROMIUM, Service, browser, click_search_hit, loaded  # noqa: F401 - browser is a fixture
 from test_ui_fragmentation_browser import fleet16k, shot  # noqa: F401 - fleet16k is a fixture
 from topology.demo import demo_objects
 
@@ -132,10 +132,7 @@ def test_long_names_are_shortened_with_the_full_name_on_hover_and_stay_on_the_pa
 
 def test_search_finds_a_domain_and_brings_it_into_view(demo, browser):
     loaded(browser, f"{demo.url}/ui")
-    browser.evaluate("document.getElementById('search').value = 'a-block-2-rack-1';"
-                     "document.getElementById('search-form').requestSubmit()")
-    browser.wait_for("!!document.querySelector('.domain-hit')", "a domain hit")
-    browser.evaluate("document.querySelector('.domain-hit').click()")
+    click_search_hit(browser, "a-block-2-rack-1", "domain-hit")
     browser.wait_for("!!document.querySelector('[data-domain=\"zone-a/a-block-2/a-block-2-rack-1\"].found')",
                      "the rack outlined")
     redrawn(browser, "#tree .domain")
@@ -147,10 +144,7 @@ def test_at_16k_nodes_a_found_domain_opens_and_expanded_domains_survive_a_reload
     loaded(browser, url)
     browser.evaluate("sessionStorage.clear()")
     rack = fleet16k.http.get("/debug/search", params={"q": "rack-7", "limit": 1}).json()["domains"][0]
-    browser.evaluate(f"document.getElementById('search').value = '{rack['domain'].split('/')[-1]}';"
-                     "document.getElementById('search-form').requestSubmit()")
-    browser.wait_for("!!document.querySelector('.domain-hit')", "a domain hit")
-    browser.evaluate("document.querySelector('.domain-hit').click()")
+    click_search_hit(browser, rack["domain"].split("/")[-1], "domain-hit")
     found = f"[data-domain=\"{rack['domain']}\"].found"
     browser.wait_for(f"!!document.querySelector('{found}')", "the rack opened and outlined")
     block = rack["path"][-2]
