@@ -175,6 +175,26 @@ def _object_problem(obj: dict) -> tuple[int, str] | None:
     return (status, problem) if problem else None
 
 
+@router.get("/debug/dra", summary="DRA devices: classes counted, classes skipped (CEL errors), free devices")
+def dra(request: Request) -> dict:
+    """Per DeviceClass the extended resource it serves and its devices in the cluster (all, free); the
+    classes skipped with the error of their CEL selector; ResourceSlice problems."""
+    state = request.app.state.service
+    with state.lock:
+        cluster = state.cluster
+        devices = cluster.devices
+        classes = {}
+        for name in sorted(devices.classes):
+            column = cluster.resources.column.get(name)
+            classes[name] = {
+                "extendedResourceName": devices.classes[name].extended_resource,
+                "error": devices.errors.get(name),
+                "devices": int(cluster.capacity.allocatable[:, column].sum()) if column is not None else 0,
+                "free": int(cluster.capacity.free[:, column].clip(0).sum()) if column is not None else 0}
+        return {"classes": classes, "pools": len(devices.pools), "allocatedDevices": len(devices.allocated),
+                "sliceProblems": list(devices.problems)}
+
+
 @router.get("/debug/topology", summary="The topologies: levels, domain counts, member nodes, fragmentation")
 def topologies(request: Request,
                shape: list[str] | None = Query(None, description="pod shapes for the largest gang that fits, "
