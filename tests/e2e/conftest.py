@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+import dra
 from cluster import E2ECluster
 from controlplane import ControlPlane, find_binaries, gates_from_env
 
@@ -87,6 +88,14 @@ class TestNamespace:
         self.nodes += list(nodes)
         return list(nodes)
 
+    def add_dra_nodes(self, layout: dict[str, tuple[str, str, str]], slices=None, **kwargs) -> list[str]:
+        """Nodes whose GPUs are DRA devices only: no nvidia.com/gpu in allocatable, no GPU taint, each node's
+        ResourceSlices (`slices(node)`, by default its 8 full GPUs) published as the driver would."""
+        nodes = self.add_nodes(layout, gpus=None, taint=False, **kwargs)
+        for node in nodes:
+            self.cluster.publish_slices(node, (slices or (lambda name: [dra.gpu_slice(name)]))(node))
+        return nodes
+
     def apply(self, *objects: dict) -> None:
         self.cluster.apply(list(objects), namespace=self.name)
 
@@ -102,6 +111,14 @@ def _namespace(cluster, request):
     if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
         print(cluster.extender.logs())
     namespace.close()
+
+
+@pytest.fixture(scope="session")
+def dra_classes(cluster):
+    """NVIDIA's DeviceClasses (gpu.nvidia.com serving nvidia.com/gpu, mig.nvidia.com) on the session cluster.
+    They stay for the rest of the session: the tests after the DRA ones run with DRA objects present."""
+    cluster.apply([dra.device_class(), dra.device_class(dra.MIG_CLASS, dra.MIG_SELECTOR, None)])
+    return cluster
 
 
 @pytest.fixture
