@@ -6,6 +6,7 @@ Set TAS_K8S_ASSETS to a folder with etcd, kube-apiserver, kube-controller-manage
 from __future__ import annotations
 
 import itertools
+import os
 import re
 
 import pytest
@@ -64,9 +65,34 @@ def preemption_cluster(tmp_path_factory):
 def cluster(control_plane):
     e2e = E2ECluster(control_plane)
     try:
-        yield e2e.install()
+        e2e.install()
+        if dra_from_env():
+            install_dra_objects(e2e)
+        yield e2e
     finally:
         e2e.stop()
+
+
+def dra_from_env() -> bool:
+    """TAS_E2E_DRA=on: the whole suite runs with DRA objects present from its start (the DRA tests add them
+    only when they run, and leave the classes for the modules after them)."""
+    value = os.environ.get("TAS_E2E_DRA", "off").lower()
+    if value not in ("on", "off"):
+        raise ValueError(f"TAS_E2E_DRA={value!r} is invalid; valid: on, off")
+    return value == "on"
+
+
+def install_dra_objects(e2e: E2ECluster) -> None:
+    """NVIDIA's DeviceClasses, a pool of 8 GPUs on nodes that do not exist (a slice whose nodeSelector matches
+    none) and an unallocated claim: present, yet no test's node gains or loses a GPU."""
+    e2e.apply([dra.device_class(), dra.device_class(dra.MIG_CLASS, dra.MIG_SELECTOR, None)])
+    nowhere = dra.gpu_slice("dra-standby")
+    del nowhere["spec"]["nodeName"]
+    nowhere["spec"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "e2e.example.com/dra-standby", "operator": "In", "values": ["none"]}]}]}
+    e2e.create_namespace("dra-standby")
+    e2e.apply([nowhere])
+    e2e.apply([dra.claim("unallocated", 2)], namespace="dra-standby")
 
 
 _serial = itertools.count(1)

@@ -61,8 +61,9 @@ def test_stock_controller_and_scheduler_allocate_a_claim_from_a_template(cluster
 
 def test_indexed_job_asking_dra_backed_gpus_binds_whole_in_one_rack_on_the_first_plan(cluster, ns):
     """The issue's gang: 8 pods x nvidia.com/gpu: 4, required rack, on nodes whose GPUs are DRA devices only
-    (refused before as "requests nvidia.com/gpu, which no node offers")."""
-    ns.add_dra_nodes(RACKS)
+    (refused before as "requests nvidia.com/gpu, which no node offers"). Each node also publishes the IMEX
+    channels of the compute-domain driver, as NVL72 nodes do: devices of another driver, not GPUs."""
+    ns.add_dra_nodes(RACKS, slices=lambda node: [dra.gpu_slice(node), dra.compute_domain_slice(node, 2)])
     replans = replans_total(cluster)
     ns.apply(indexed_job("train", 8, 4, topology(required="rack")))
     bound = cluster.wait_bound(ns.name, 8, "job-name=train", timeout=90)
