@@ -14,6 +14,7 @@ import pytest
 import dra
 from cluster import E2ECluster
 from controlplane import ControlPlane, find_binaries, gates_from_env
+from workloads import HIGH, LOW
 
 
 def _plane(tmp_path_factory, gates: bool, extra_gates: str = ""):
@@ -137,6 +138,15 @@ def _namespace(cluster, request):
     if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
         print(cluster.extender.logs())
     namespace.close()
+
+
+@pytest.fixture(scope="session")
+def priority_classes(cluster):
+    """PriorityClasses `e2e-high` (1000) and `e2e-low` (10) on the session cluster."""
+    cluster.apply([{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                    "value": value, "description": "end-to-end tests"}
+                   for name, value in ((HIGH, 1000), (LOW, 10))])
+    return HIGH, LOW
 
 
 @pytest.fixture(scope="session")

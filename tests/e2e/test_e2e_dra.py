@@ -8,14 +8,13 @@ assertion below is about what the API server holds: pods bound, claims allocated
 """
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 
 import dra
 import pytest
 from app.ports import WATCHED_KINDS
-from workloads import BLOCK, RACK, container, distinct, indexed_job, owned_pod, topology
+from workloads import BLOCK, HIGH, LOW, RACK, container, distinct, indexed_job, topology
 
 pytestmark = pytest.mark.usefixtures("dra_classes")
 
@@ -29,7 +28,6 @@ needs_dra_core = pytest.mark.xfail(not any(k.group == "resource.k8s.io" for k in
 RACKS = {f"{b}{r}{n}": ("zone-a", f"block-{b}", f"rack-{b}{r}") for b in "ab" for r in "12" for n in "1234"}
 ONE_RACK = {f"n{i}": ("zone-a", "block-a", "rack-a") for i in range(4)}
 TWO_RACKS = {f"{r}{i}": ("zone-a", "block-a", f"rack-{r}") for r in "xy" for i in range(4)}
-HIGH, LOW = "e2e-dra-high", "e2e-dra-low"
 
 
 # --- what kube-scheduler and the controllers do by themselves ------------------------------------------------
@@ -179,7 +177,7 @@ def test_a_claim_shared_by_the_pods_of_a_gang_is_counted_once(cluster, ns):
 
 
 @needs_dra_core
-def test_gang_preemption_frees_dra_devices(cluster, ns, dra_priorities):
+def test_gang_preemption_frees_dra_devices(cluster, ns, priority_classes):
     """A low-priority 4 x 8-GPU gang holds every DRA GPU of the rack; the high-priority gang preempts it
     whole, kube-scheduler deallocates the victims' claims, and the high gang binds on the freed devices."""
     nodes = ns.add_dra_nodes(ONE_RACK)
@@ -194,7 +192,7 @@ def test_gang_preemption_frees_dra_devices(cluster, ns, dra_priorities):
 
 
 @needs_dra_core
-def test_whatif_advice_names_the_pods_holding_dra_devices(cluster, ns, dra_priorities):
+def test_whatif_advice_names_the_pods_holding_dra_devices(cluster, ns, priority_classes):
     """High-priority pods hold every DRA GPU of one rack: a low-priority gang asking a rack cannot preempt
     them, and the what-if advice names the 4 holders and the nodes it would take; once they
     are deleted by hand, the gang binds there on the devices their claims gave back."""
@@ -259,14 +257,6 @@ def test_a_device_class_whose_cel_fails_is_skipped_and_nothing_else_breaks(clust
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def dra_priorities(cluster):
-    cluster.apply([{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                    "value": value, "description": "end-to-end tests of DRA preemption"}
-                   for name, value in ((HIGH, 1000), (LOW, 10))])
-    return HIGH, LOW
-
 
 def plain_pod(name: str, gpus: int, selector: dict, labels: dict | None = None) -> dict:
     """A pod of the default scheduler (not a gang), labelled app=busy."""
