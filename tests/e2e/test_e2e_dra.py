@@ -62,6 +62,24 @@ def test_stock_controller_and_scheduler_allocate_a_claim_from_a_template(cluster
     assert len(allocated(cluster, ns.name, claim_status["resourceClaimName"])) == 8
 
 
+def test_stock_scheduler_finds_no_full_gpu_where_one_mig_partition_of_each_is_taken(cluster, ns):
+    """The MIG pool of tests/e2e/dra.py as kube-scheduler reads it: one 3g.40gb partition of each GPU held,
+    a pod asking one full GPU of that node cannot be allocated (the partition consumed counters the full
+    GPU needs), while the other partitions are still free."""
+    (node,) = ns.add_dra_nodes({"x0": ("zone-a", "block-a", "rack-x")}, slices=dra.mig_slices)
+    hold_one_partition_per_gpu(cluster, ns, node)
+    ns.apply(plain_pod("full-gpu", 1, {"kubernetes.io/hostname": node}, labels={"app": "full"}))
+    wait_for(lambda: "cannot allocate all claims" in scheduled_message(cluster, ns.name, "full-gpu"),
+             "kube-scheduler's refusal of the full GPU")
+    ns.apply(dra.claim("other-half", 1, dra.MIG_CLASS))
+    half = plain_pod("half", 0, {"kubernetes.io/hostname": node}, labels={"app": "half"})
+    half["spec"]["resourceClaims"] = [{"name": "mig", "resourceClaimName": "other-half"}]
+    half["spec"]["containers"][0]["resources"] = {"claims": [{"name": "mig"}]}
+    ns.apply(half)
+    cluster.wait_bound(ns.name, 1, "app=half")
+    assert not cluster.pods(ns.name, "app=full")[0].spec.node_name
+
+
 # --- gangs through tas-scheduler -------------------------------------------------------------------------------
 
 @needs_dra_core
@@ -341,6 +359,11 @@ def hold_one_partition_per_gpu(cluster, ns, node: str) -> None:
     cluster.wait_bound(ns.name, 1, "app=busy")
     devices = [d for m in range(8) for d in allocated(cluster, ns.name, f"part-{m}")]
     assert len({device.split("-mig-")[0] for _, _, device in devices}) == 8
+
+
+def scheduled_message(cluster, namespace: str, pod: str) -> str:
+    conditions = cluster.core.read_namespaced_pod(pod, namespace).status.conditions or []
+    return " ".join(c.message or "" for c in conditions if c.type == "PodScheduled")
 
 
 def gang_plan(cluster, namespace: str, name: str | None = None) -> dict:
