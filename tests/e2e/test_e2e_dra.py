@@ -13,6 +13,7 @@ from collections import Counter
 
 import dra
 import pytest
+from app.kube.client import KubeApi, build_api_client
 from app.ports import WATCHED_KINDS
 from workloads import BLOCK, HIGH, LOW, RACK, container, distinct, indexed_job, topology
 
@@ -31,6 +32,22 @@ TWO_RACKS = {f"{r}{i}": ("zone-a", "block-a", f"rack-{r}") for r in "xy" for i i
 
 
 # --- what kube-scheduler and the controllers do by themselves ------------------------------------------------
+
+def test_the_shipped_rbac_lets_the_service_list_and_watch_every_dra_kind(cluster, ns):
+    """As the extender's ServiceAccount (the token the service runs with): each DRA kind can be listed and
+    watched (403 with the ClusterRole before issue 38)."""
+    ns.apply(dra.claim("readable", 1))
+    api = KubeApi(build_api_client(kubeconfig=str(cluster.plane.folder / "tas-extender.kubeconfig")))
+    for plural in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"):
+        listed = api.request("GET", f"/apis/resource.k8s.io/v1/{plural}")
+        assert listed["kind"].endswith("List"), listed
+        for _ in api.stream(f"/apis/resource.k8s.io/v1/{plural}", [("watch", "1"), ("timeoutSeconds", "1")],
+                            read_timeout=10):
+            pass
+    names = [c["metadata"]["name"] for c in api.request("GET", f"/apis/resource.k8s.io/v1/namespaces/{ns.name}/"
+                                                                "resourceclaims")["items"]]
+    assert names == ["readable"]
+
 
 def test_stock_scheduler_gives_a_pod_asking_nvidia_gpu_four_dra_devices(cluster, ns):
     """The premise of the issue: with the DeviceClass's extendedResourceName, the default scheduler binds a
