@@ -190,9 +190,9 @@ def test_one_allocated_mig_partition_makes_its_whole_gpu_not_free(cluster, ns):
 def test_a_claim_shared_by_the_pods_of_a_gang_is_counted_once(cluster, ns):
     """One ResourceClaim of 4 GPUs named by the 4 pods of a gang: kube-scheduler puts them all on the node
     of its allocation, and that node still has 4 free GPUs (counted once, not once per pod), so a second
-    gang of 4 x 4 GPUs fits in the same single rack."""
+    gang of 7 x 4 GPUs fits in the same single rack."""
     ns.add_dra_nodes(ONE_RACK)
-    ns.apply(dra.claim("shared", count=4), pod_group("sharing", 4), pod_group("after", 4))
+    ns.apply(dra.claim("shared", count=4), pod_group("sharing", 4), pod_group("after", 7))
     pods = []
     for i in range(4):
         pod = gang_pod(f"sharing-{i}", "sharing")
@@ -205,9 +205,10 @@ def test_a_claim_shared_by_the_pods_of_a_gang_is_counted_once(cluster, ns):
     shared = cluster.resource("resourceclaims", "shared", ns.name)
     assert {pool for _, pool, _ in dra.allocated_devices(shared)} == {node}
     assert len(shared["status"]["reservedFor"]) == 4
-    cluster.create_pods(ns.name, [gang_pod(f"after-{i}", "after", gpus=4) for i in range(4)])
-    after = cluster.wait_bound(ns.name, 4, "gang=after", timeout=90)
-    assert len({p.spec.node_name for p in after}) == 4
+    # 7 x 4 GPUs = 28: the three other nodes' 24 and the 4 the shared claim left on its node
+    cluster.create_pods(ns.name, [gang_pod(f"after-{i}", "after", gpus=4) for i in range(7)])
+    after = cluster.wait_bound(ns.name, 7, "gang=after", timeout=90)
+    assert node in {p.spec.node_name for p in after}
     assert_no_node_over_devices(cluster, ns)
 
 
@@ -385,7 +386,7 @@ def scheduled_message(cluster, namespace: str, pod: str) -> str:
 
 def gang_plan(cluster, namespace: str, name: str | None = None) -> dict:
     plans = [p for p in cluster.debug("plans")["plans"] if p["gang"].startswith(f"{namespace}/")
-             and (name is None or p["name"] == name)]
+             and (name is None or p["workload"] == name)]
     assert len(plans) == 1, plans
     return plans[0]
 
