@@ -19,9 +19,12 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 
 NATIVE_KINDS: tuple[WatchedKind, ...] = (
+    # v1.37: v1beta1 only with GenericWorkload (beta, off by default), else v1alpha3; v1.36: v1alpha2
     WatchedKind("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", True),
+    WatchedKind("scheduling.k8s.io", "v1alpha3", "podgroups", "PodGroup", True),
     WatchedKind("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True),
     WatchedKind("scheduling.k8s.io", "v1beta1", "workloads", "Workload", True),
+    WatchedKind("scheduling.k8s.io", "v1alpha3", "workloads", "Workload", True),
     WatchedKind("scheduling.k8s.io", "v1alpha2", "workloads", "Workload", True),
     WatchedKind("scheduling.k8s.io", "v1beta1", "compositepodgroups", "CompositePodGroup", True),
     WatchedKind("scheduling.k8s.io", "v1alpha3", "compositepodgroups", "CompositePodGroup", True),

@@ -164,6 +164,15 @@ def schedule(client: TestClient, pod: dict, names: list[str] | None = None) -> s
     return node
 
 
+def preempt(client: TestClient, pod: dict, victims: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The preempt verb as kube-scheduler calls it (node -> candidate victims' UIDs): what it keeps."""
+    watch(client, pod)
+    body = {"Pod": pod, "NodeNameToMetaVictims": {
+        node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 0} for node, uids in victims.items()}}
+    response = client.post("/scheduler/preempt", json=body)
+    assert response.status_code == 200
+    return {node: [p["UID"] for p in v["Pods"]] for node, v in response.json()["NodeNameToMetaVictims"].items()}
+
 def domain_of(client: TestClient, node: str, level: str) -> str:
     state = service(client)
     state.refresh()                           # node events only mark the model stale

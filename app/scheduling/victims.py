@@ -21,7 +21,29 @@ log = get_logger(__name__)
 def keep_helpful_victims(state: ServiceState, pod: Mapping, victims: Mapping[str, list[str]],
                          preemptor=None) -> dict[str, list[str]]:
     """`preemptor` (app.scheduling.preemptor) decides for a gang it is preempting for, and for a gang without a
-    plan (it offers only victims it chose itself)."""
+    plan (it offers only victims it chose itself).
+
+    From v1.38 kube-scheduler also offers candidates with no victim (kubernetes#135486): nodes its own plugins
+    fit the pod on as they are, so nodes our filter refused. Evicting nothing changes no refusal, and a
+    nomination there would hold the node (often one reserved for a gang) for a pod refused on it again: such
+    a candidate is kept only on the pod's own planned node, where the pod passes once its gang is whole."""
+    kept = _helpful(state, pod, victims, preemptor)
+    planned = _planned_node(state, pod)
+    return {node: uids for node, uids in kept.items() if uids or node == planned}
+
+
+def _planned_node(state: ServiceState, pod: Mapping) -> str | None:
+    with state.lock:
+        try:
+            ident = planning.identify(state, pod)
+        except planning.GroupingError:
+            return None
+        plan = state.plans.get(ident.gang) if ident is not None else None
+        slot_state = plan.slot_for(pod_key(pod), ident.slot) if plan is not None else None
+        return slot_state.node if slot_state is not None else None
+
+
+def _helpful(state: ServiceState, pod: Mapping, victims: Mapping[str, list[str]], preemptor) -> dict[str, list[str]]:
     mode = state.settings.preemption
     with state.lock:
         try:

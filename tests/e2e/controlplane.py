@@ -172,6 +172,7 @@ class ControlPlane:
     admin_kubeconfig: Path | None = None
     gates: bool = False                  # native workload scheduling feature gates on every component
     extra_gates: str = ""                # more gates with them, e.g. "WorkloadAwarePreemption=true"
+    manager_args: tuple = ()             # more kube-controller-manager flags (a benchmark's client rate)
 
     def _gate_args(self, apiserver: bool = False) -> list[str]:
         if not self.gates:
@@ -230,7 +231,7 @@ class ControlPlane:
             "--use-service-account-credentials", "--leader-elect=false",
             "--bind-address", "127.0.0.1", "--secure-port", free_port(),
             # No kubelet: the node lifecycle controller would mark every node unreachable and evict its pods.
-            "--controllers", "*,-node-lifecycle-controller", *self._gate_args()], self.folder)
+            "--controllers", "*,-node-lifecycle-controller", *self._gate_args(), *self.manager_args], self.folder)
         self.processes.append(manager)
 
     def component_kubeconfig(self, name: str, user: str) -> Path:

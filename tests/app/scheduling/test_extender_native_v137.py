@@ -1,4 +1,5 @@
-"""v1.37 native objects (PodGroup and Workload `v1beta1`, CompositePodGroup `v1alpha3`) through the extender.
+"""v1.37 native objects (PodGroup and Workload `v1beta1` and `v1alpha3`, CompositePodGroup `v1alpha3`) through the
+extender, and v1.38's preemption candidates with empty victim lists.
 
 The shared v1.36.2 binaries serve only `scheduling.k8s.io/v1alpha2` (checked: `--runtime-config` with
 `scheduling.k8s.io/v1beta1=true`, or `api/all=true`, still lists only v1alpha2 PodGroups and Workloads and
@@ -7,10 +8,15 @@ the v1.37 JSON schemas that ship in kubernetes-validate: the tests feed the serv
 server accepts, with the field names it uses (workloadRef, parentCompositePodGroupName, minGroupCount)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import kubernetes_validate
 import pytest
 
-from service_helpers import GPU, bind, domain_of, filter_, make_client, node_names, watch
+from app.ports import NATIVE_KINDS
+from grouper.native import gate_podgroup
+from service_helpers import (GPU, bind, domain_of, filter_, indexed_job, job_pods, make_client, node_names, plain_pod,
+                             preempt, service, watch)
 
 ZONE, BLOCK, RACK = "topology.kubernetes.io/zone", "network.example.com/block", "network.example.com/rack"
 V137 = "1.37.0"
@@ -142,3 +148,75 @@ def test_the_v137_schema_rejects_what_the_fixtures_must_not_be(change, field):
     with pytest.raises(kubernetes_validate.ValidationError) as err:
         kubernetes_validate.validate(obj, V137, strict=True)
     assert field in str(err.value)
+
+
+# ---- v1.37: scheduling.k8s.io/v1alpha2 is gone; v1alpha3 always, v1beta1 only with GenericWorkload (beta, off)
+def _v137_versions(kind: str) -> set[str]:
+    """The scheduling.k8s.io versions of `kind` that v1.37's schemas (kubernetes-validate) define."""
+    schemas = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{V137}-local-strict"
+    return {path.stem.rsplit("-", 1)[1] for path in schemas.glob(f"{kind.lower()}-scheduling-*.json")}
+
+
+@pytest.mark.parametrize("kind", ["PodGroup", "Workload", "CompositePodGroup"])
+def test_every_version_v137_defines_of_a_native_kind_is_watched_v1beta1_first(kind):
+    """A v1.37 API server with GenericWorkload off serves PodGroups and Workloads as v1alpha3 only: without
+    v1alpha3 in the watch list the service would see no native gang at all there."""
+    watched = [k.version for k in NATIVE_KINDS if k.kind == kind and k.group == "scheduling.k8s.io"]
+    assert _v137_versions(kind) and _v137_versions(kind) <= set(watched)
+    assert watched[0] == "v1beta1" or "v1beta1" not in watched
+
+
+def v1alpha3(obj: dict) -> dict:
+    return checked({**obj, "apiVersion": "scheduling.k8s.io/v1alpha3"})
+
+
+def test_v1alpha3_podgroups_and_their_disruption_mode_struct_are_gangs_as_v1beta1_ones():
+    """v1alpha3 names its Workload as v1beta1 does (workloadRef); DisruptionMode is a struct now (`single` or
+    `all`), which the grouping does not read and must not trip over."""
+    wl = workload("train", [composite_template("job", 2, BLOCK, [podgroup_template("seg", 4, RACK)])])
+    groups = []
+    for s in range(2):
+        group = podgroup(f"seg-{s}", "train", "seg", 4, RACK, "job")
+        group["spec"]["disruptionMode"] = {"all": {}}
+        groups.append(v1alpha3(group))
+    wl["spec"]["compositePodGroupTemplates"][0]["disruptionMode"] = {"single": {}}
+    client = make_client(v1alpha3(wl), composite("job", "train", "job", 2, BLOCK), *groups)
+    nodes = place(client, [member(f"p-{s}-{i}", f"seg-{s}") for s in range(2) for i in range(4)])
+    plans = client.get("/debug/plans").json()["plans"]
+    assert [(p["gang"], p["pods"]) for p in plans] == [("team/train", 8)]
+    assert len({domain_of(client, n, "block") for n in nodes.values()}) == 1
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1alpha3"])
+def test_the_native_gates_podgroup_is_a_valid_v137_object(version):
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "uid": "uid-train"}}
+    checked(gate_podgroup("pg-train-uid-train", "team", 16, owner, version))
+
+
+# ---- v1.38: preemption-capable extenders get candidates with empty victim lists (kubernetes#135486): nodes
+# where kube-scheduler's own plugins fit the pod without evicting anything, i.e. nodes our filter refused
+def test_a_plain_pod_is_not_nominated_to_a_node_we_refused_with_nothing_to_evict():
+    """Kept, such a candidate would nominate the pod to a node reserved for a gang with no victim: the pod is
+    refused there again, and its nomination holds the node against the gang's own pods meanwhile."""
+    job = indexed_job("llama", pods=8, gpus=8, required="zone", segment=None)
+    client = make_client(job)
+    filter_(client, job_pods(job)[0])
+    state = service(client)
+    reserved = sorted({state.cluster.node_names[u.node] for u in state.cluster.reservations.values()})
+    pod = plain_pod("greedy", gpus=8)
+    watch(client, pod)
+    refused = filter_(client, pod)["FailedNodes"]
+    assert reserved[0] in refused
+    assert preempt(client, pod, {reserved[0]: [], reserved[1]: ["uid-someone"]}) == {reserved[1]: ["uid-someone"]}
+
+
+def test_a_gang_pod_keeps_an_empty_candidate_only_on_its_own_planned_node():
+    job = indexed_job("llama", pods=8, gpus=8, required="zone", segment=None)
+    client = make_client(job)
+    pods = job_pods(job)
+    for pod in pods:
+        watch(client, pod)
+    planned = filter_(client, pods[0])["NodeNames"]
+    assert len(planned) == 1
+    other = next(n for n in node_names(client) if n != planned[0])
+    assert preempt(client, pods[0], {planned[0]: [], other: []}) == {planned[0]: []}

@@ -15,7 +15,8 @@ from app.settings import Settings
 from app.state import NODE_KIND, POD_KIND
 from topology.groups import Slot
 
-from service_helpers import GPU, Clock, bind, failures, filter_, job_pods, plain_pod, prioritize, refusal, watch
+from service_helpers import (GPU, Clock, bind, failures, filter_, job_pods, plain_pod, preempt, prioritize, refusal,
+                             watch)
 
 SPINE, LEAF, UNIT, HOST = "example.com/spine", "example.com/leaf", "example.com/unit", "kubernetes.io/hostname"
 
@@ -201,15 +202,6 @@ def test_equal_priority_is_never_preempted():
     answer = filter_(client, job_pods(llm_job(priority=0))[0])
     assert answer["NodeNames"] == [] and writer.evictions == []
     assert "waiting" not in refusal(answer)
-
-
-def preempt(client: TestClient, pod: dict, victims: dict[str, list[str]]) -> dict:
-    watch(client, pod)
-    body = {"Pod": pod, "NodeNameToMetaVictims": {
-        node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 0} for node, uids in victims.items()}}
-    response = client.post("/scheduler/preempt", json=body)
-    assert response.status_code == 200
-    return {node: [p["UID"] for p in v["Pods"]] for node, v in response.json()["NodeNameToMetaVictims"].items()}
 
 
 def test_preempt_verb_keeps_only_our_victims_on_the_pods_own_planned_node():
