@@ -49,7 +49,7 @@ TOPOLOGY_KINDS = {("kai.scheduler", "Topology"), ("kueue.x-k8s.io", "Topology"),
 STALE_REBUILD_DELAY = 0.2
 DRA_GROUP = "resource.k8s.io"
 DEVICE_KINDS = {(DRA_GROUP, "DeviceClass"), (DRA_GROUP, "ResourceSlice")}     # a change builds a new model
-CLAIM_KIND = (DRA_GROUP, "ResourceClaim")                                       # kept incrementally
+CLAIM_KINDS = {(DRA_GROUP, "ResourceClaim")}                                     # kept incrementally
 
 
 def kind_of(obj: Mapping) -> WatchedKind:
@@ -158,7 +158,7 @@ class ServiceState:
                     self._index_podgroup("ADDED", pod)
                 self.workload_pods.replace(objects)
             if kind.kind in ("Node", "Pod") or (kind.group, kind.kind) in TOPOLOGY_KINDS | DEVICE_KINDS \
-                    or (kind.group, kind.kind) == CLAIM_KIND:
+                    or (kind.group, kind.kind) in CLAIM_KINDS:
                 self._dirty = True
                 if self.synced_once:
                     self._rebuild()
@@ -187,7 +187,7 @@ class ServiceState:
                 self._index_podgroup(event, obj)
                 self.workload_pods.apply(event, obj)
                 self._on_pod(event, obj)
-            elif (kind.group, kind.kind) == CLAIM_KIND:
+            elif (kind.group, kind.kind) in CLAIM_KINDS:
                 self._on_claim(before, None if event == "DELETED" else obj)
             elif (kind.group, kind.kind) in DEVICE_KINDS:
                 self._stale()                   # a driver publishes many slices at once: one rebuild
