@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Annotated, Literal
+import types
+from typing import Annotated, Literal, Union, get_args, get_origin
 
-from pydantic import Field, field_validator, model_validator
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from topology.planner import policy_named
@@ -25,7 +27,7 @@ _PARTS = (("plural", re.compile(_DNS_LABEL)), ("group", re.compile(rf"{_DNS_LABE
 def parse_extra_kind(entry: str) -> WatchedKind:
     """One --extra-kinds entry, `trainers.example.com/v1=Trainer`, as a namespaced WatchedKind."""
     def invalid(why: str) -> ValueError:
-        return ValueError(f"--extra-kinds (TAS_EXTRA_KINDS): entry {entry!r} is invalid: {why}; expected "
+        return ValueError(f"{setting_names('extra_kinds')}: entry {entry!r} is invalid: {why}; expected "
                           f"{EXTRA_KIND_FORMAT}, e.g. trainers.example.com/v1=Trainer")
     resource, equals, kind = entry.partition("=")
     resource, slash, version = resource.partition("/")
@@ -105,7 +107,7 @@ class Settings(BaseSettings):
     def _check_scheduler_names(cls, value: str) -> str:
         names = [name.strip() for name in value.split(",")]
         if not all(names):
-            raise ValueError(f"--scheduler-name (TAS_SCHEDULER_NAME): {value!r} has an empty name; give one "
+            raise ValueError(f"{setting_names('scheduler_name')}: {value!r} has an empty name; give one "
                              f"scheduler profile name or several separated by commas")
         return ",".join(names)
 
@@ -131,7 +133,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _check_tls_pair(self) -> "Settings":
         if bool(self.tls_cert) != bool(self.tls_key):
-            raise ValueError("tls_cert and tls_key must be given together (--tls-cert and --tls-key)")
+            raise ValueError(f"{setting_names('tls_cert')} and {setting_names('tls_key')} must be given together")
         if self.demo_size is not None:
             from topology.demo import fleet_problem
             if self.cluster or self.mode == "kubernetes":
@@ -159,3 +161,59 @@ class Settings(BaseSettings):
         """'kubernetes' when a cluster API is configured, else 'standalone'."""
         return "kubernetes" if (self.kubeconfig or self.in_cluster) else "standalone"
 
+
+
+# ---- errors: one line per problem, naming the flag, the variable and what is valid ---------------------
+
+def setting_names(field: str) -> str:
+    """`--reservation-ttl (TAS_RESERVATION_TTL)`: how a user sets `field` (serve's flags are the fields')."""
+    return f"--{field.replace('_', '-')} ({Settings.model_config['env_prefix']}{field.upper()})"
+
+
+def settings_problems(error: ValidationError) -> list[str]:
+    """Each problem of a ValidationError of Settings as one sentence naming the flag and the environment
+    variable, the value given and the values that are valid (from the field's type and bounds)."""
+    return [_problem(problem) for problem in error.errors()]
+
+
+def _problem(problem: dict) -> str:
+    message = problem["msg"].removeprefix("Value error, ")
+    field = str(problem["loc"][0]) if problem["loc"] else None
+    if field not in Settings.model_fields:
+        return message                            # a check across settings names its flags itself
+    names = setting_names(field)
+    if problem["type"] == "value_error":          # our own validators: the message says what is valid
+        return message if message.startswith(names) else f"{names}: {message}"
+    given = problem.get("input")
+    expected = expected_values(field)
+    return f"{names}: {given!r} is not valid; " + (f"expected {expected}" if expected else message[:1].lower()
+                                                   + message[1:])
+
+
+def expected_values(field: str) -> str | None:
+    """What `field` accepts, in words: `an integer from 1 to 65535`, `one of on, off, dry-run`, ..."""
+    info = Settings.model_fields[field]
+    kind = _without_none(info.annotation)
+    if get_origin(kind) is Literal:
+        return "one of " + ", ".join(str(value) for value in get_args(kind))
+    if kind is bool:
+        return "true or false"
+    if kind not in (int, float):
+        return None
+    noun = "an integer" if kind is int else "a number"
+    if any(getattr(meta, "allow_inf_nan", True) is False for meta in info.metadata):
+        noun = "a finite number"
+    bound = {name: getattr(meta, name) for meta in info.metadata for name in ("ge", "gt", "le", "lt")
+             if isinstance(meta, (Ge, Gt, Le, Lt)) and hasattr(meta, name)}
+    if "ge" in bound and "le" in bound:
+        return f"{noun} from {bound['ge']} to {bound['le']}"
+    words = {"ge": "of at least", "gt": "over", "le": "at most", "lt": "under"}
+    limits = ", ".join(f"{words[name]} {value}" for name, value in bound.items())
+    return f"{noun} {limits}" if limits else noun
+
+
+def _without_none(kind):
+    if get_origin(kind) in (Union, types.UnionType):
+        kinds = [k for k in get_args(kind) if k is not type(None)]
+        return kinds[0] if len(kinds) == 1 else kind
+    return kind

@@ -9,6 +9,12 @@ class GroupingError(ValueError):
     annotation, the bad value and what would be valid."""
 
 
+class UnresolvedLevelError(GroupingError):
+    """A required level given without kai.scheduler/topology that no served topology, or several, have:
+    never dropped, so the gang is refused; the webhook admits its pods with a warning (a Topology made
+    later can resolve it)."""
+
+
 def describe(obj: Mapping) -> str:
     """`Kind namespace/name` of an object, for messages."""
     metadata = obj.get("metadata") or {}

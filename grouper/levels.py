@@ -50,6 +50,17 @@ def infer_topology(levels: Sequence[str], topologies: Mapping[str, TopologyTree]
     return None
 
 
+def topologies_with(levels: Sequence[str], topologies: Mapping[str, TopologyTree]) -> list[str]:
+    """The names of the topologies in which every level resolves, sorted."""
+    def resolves(tree: TopologyTree, level: str) -> bool:
+        try:
+            tree.level_index(level)
+        except LevelError:
+            return False
+        return True
+    return sorted(name for name, tree in topologies.items() if all(resolves(tree, level) for level in levels))
+
+
 def level_index(obj: Mapping, tree: TopologyTree, ref: LevelRef) -> int:
     try:
         return tree.level_index(ref.value)

@@ -14,11 +14,11 @@ from topology.planner import policy_names
 from topology.tree import TopologyTree
 
 from . import names
-from .errors import GroupingError, describe, invalid
+from .errors import GroupingError, UnresolvedLevelError, describe, invalid
 from .kinds import (RoleTemplate, SegmentRule, WorkloadKind, WorkloadShape, annotations_of, check_requests,
                     mapping_field, parse_int, workload_shape)
 from .priority import class_priority
-from .levels import LevelRef, check_not_coarser, find_topology, infer_topology, level_index
+from .levels import LevelRef, check_not_coarser, find_topology, infer_topology, level_index, topologies_with
 from .segments import segment_bounds, segment_count, segment_min
 
 # Level annotations that mean nothing without kai.scheduler/topology naming the topology.
@@ -258,6 +258,8 @@ def _resolve_topology(workload: Mapping, shape: WorkloadShape, root: Constraint,
                       topologies: Mapping[str, TopologyTree] | None, warnings: list[str]) -> str | None:
     explicit = _explicit_topology(workload, shape)
     refs = _all_refs(root, plans)
+    if explicit is None and topologies is not None and any(_is_kai(ref) for ref in refs):
+        explicit = _topology_of_kai_levels(workload, root, plans, topologies, warnings)
     kai_sized = [p for p in plans if p.segments and p.role.annotations.get(names.SEGMENT_SIZE) is not None]
     if explicit is None and (kai_sized or any(_is_kai(ref) for ref in refs)):
         ignored = sorted({ref.source + ref.where for ref in refs if _is_kai(ref)}
@@ -286,6 +288,35 @@ def _resolve_topology(workload: Mapping, shape: WorkloadShape, root: Constraint,
         warnings.append(f"{describe(workload)}: no {names.TOPOLOGY}; levels are node labels resolved against "
                         f"the topology that holds them")
     return inferred
+
+
+def _topology_of_kai_levels(workload: Mapping, root: Constraint, plans: list[RolePlan],
+                            topologies: Mapping[str, TopologyTree], warnings: list[str]) -> str | None:
+    """KAI levels given without kai.scheduler/topology: the one topology that has every one of them. A
+    required level is never dropped (KAI drops it silently): where no topology or several have them, the
+    gang is refused with the reason; preferred levels alone are then ignored, with a warning (the caller)."""
+    kai = [ref for ref in _all_refs(root, plans) if _is_kai(ref)]
+    required = [ref for ref in _required_refs(root, plans) if _is_kai(ref)]
+    holding = topologies_with([ref.value for ref in kai], topologies)
+    listed = ", ".join(str(ref) for ref in kai)
+    if len(holding) == 1:
+        warnings.append(f"{describe(workload)}: no {names.TOPOLOGY}; {listed} resolved in topology "
+                        f"{holding[0]!r}, the one topology that has {'it' if len(kai) == 1 else 'them'} "
+                        f"(set {names.TOPOLOGY}={holding[0]} to say so)")
+        return holding[0]
+    if required:
+        why = f"topologies {', '.join(holding)} all have it" if holding else "no topology has it"
+        valid = "; ".join(f"{name}: {', '.join(tree.level_names())}" for name, tree in sorted(topologies.items()))
+        raise UnresolvedLevelError(f"{describe(workload)}: {', '.join(str(ref) for ref in required)} is a required level "
+                            f"without {names.TOPOLOGY}, and {why}; set {names.TOPOLOGY} to the topology meant "
+                            f"(known topologies and levels: {valid or 'none defined'})")
+    return None
+
+
+def _required_refs(root: Constraint, plans: list[RolePlan]) -> list[LevelRef]:
+    constraints = [root] + [plan.constraint for plan in plans] + [plan.segments.constraint for plan in plans
+                                                                   if plan.segments]
+    return [constraint.required for constraint in constraints if constraint.required is not None]
 
 
 def _validate_levels(workload: Mapping, name: str, root: Constraint, plans: list[RolePlan],

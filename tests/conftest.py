@@ -57,6 +57,13 @@ def skipped_summary(reports) -> str:
     return "skipped: " + "; ".join(f"{count} {group} ({how})" for (group, how), count in groups.items())
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    skipped = [report for report in terminalreporter.stats.get("skipped", []) if report.when in ("setup", "call")]
-    terminalreporter.write_line(skipped_summary(skipped), yellow=bool(skipped), green=not skipped)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session):
+    """After everything pytest prints (its count of passed and skipped tests, the short summary of -qq), so
+    that the run's last line is this one, as the README says."""
+    result = yield
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        skipped = [report for report in reporter.stats.get("skipped", []) if report.when in ("setup", "call")]
+        reporter.write_line(skipped_summary(skipped), yellow=bool(skipped), green=not skipped)
+    return result

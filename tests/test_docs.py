@@ -204,3 +204,16 @@ def test_every_relative_link_finds_its_file_and_heading(page: Path):
         elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
             broken.append(target)
     assert not broken, f"{page.relative_to(ROOT)}: broken links {broken}"
+
+
+@pytest.mark.parametrize("command", ["tas-extender plan .* --whatif", "tas-extender topology --cluster"])
+def test_the_offline_page_runs_every_offline_command(command):
+    """docs/offline.md shows each offline tool in a checked block (they ran only from --help before)."""
+    steps = parse((ROOT / "docs" / "offline.md").read_text()).steps
+    assert any(re.search(command, " ".join(step.code.split())) and step.expected for step in steps)
+
+
+def test_the_extender_manifest_header_names_its_three_listeners():
+    header = (ROOT / "manifests" / "base" / "extender-deployment.yaml").read_text().split("\napiVersion")[0]
+    text = " ".join(header.split())
+    assert "one HTTPS port" not in text and all(port in text for port in ("8888", "8889", "127.0.0.1:8890"))

@@ -53,8 +53,17 @@ def test_a_run_without_skips_says_so(pytester):
     assert _summary(result) == "skipped: nothing"
 
 
+def test_the_line_is_last_after_a_failure_too(pytester):
+    """With -qq (the suite's addopts -q and the README's -q) pytest ends on its short summary of failures."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_broken="import pytest\n\ndef test_broken():\n    assert False\n\n"
+                                    "@pytest.mark.skipif(True, reason='needs openssl')\ndef test_y():\n    pass\n")
+    last = _summary(pytester.runpytest_subprocess("-qq", "-p", "no:cacheprovider"))
+    assert last == "skipped: 1 test_broken.py (needs openssl)"
+
+
 def _summary(result) -> str:
-    """The one `skipped:` line, printed just before pytest's own count of passed and skipped tests."""
+    """The one `skipped:` line: the run's last, after pytest's own count of passed and skipped tests."""
     lines = [line for line in result.outlines if line.startswith("skipped: ")]
-    assert len(lines) == 1 and result.outlines[-2] == lines[0], result.outlines
+    assert len(lines) == 1 and result.outlines[-1] == lines[0], result.outlines
     return lines[0]

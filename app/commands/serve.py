@@ -12,8 +12,7 @@ from pydantic import ValidationError
 
 from topology.planner import policy_names
 
-from ..settings import LOG_LEVELS, PREEMPTION_MODES, Settings
-
+from ..settings import LOG_LEVELS, PREEMPTION_MODES, Settings, settings_problems
 
 def _bool(text: str) -> bool:
     lowered = text.strip().lower()
@@ -99,7 +98,19 @@ def register(subparsers) -> None:
         help="custom workload kinds to watch and group besides the built-in ones, comma-separated "
              "<plural>.<group>/<version>=<Kind> (e.g. trainers.example.com/v1=Trainer); the ClusterRole must "
              "allow get/list/watch on them (TAS_EXTRA_KINDS)")
+    _checked_by_settings(parser)
     parser.set_defaults(func=run)
+
+
+def _checked_by_settings(parser: argparse.ArgumentParser) -> None:
+    """Every flag of a setting reaches Settings as typed, so that a bad value gets the same one line as a bad
+    TAS_* variable (settings_problems: the flag, the variable, the valid values), not argparse's usage dump;
+    --help still lists the choices."""
+    for action in parser._actions:
+        if action.dest in Settings.model_fields:
+            if action.choices and action.metavar is None:
+                action.metavar = "{" + ",".join(action.choices) + "}"
+            action.type = action.choices = None
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -117,14 +128,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from(args)
     except ValidationError as err:
-        for problem in err.errors():
-            where = ".".join(str(p) for p in problem["loc"])
-            message = problem["msg"].removeprefix("Value error, ")
-            print(f"error: {where.replace('_', '-')}: {message}" if where else f"error: {message}", file=sys.stderr)
+        for problem in settings_problems(err):
+            print(f"error: {problem}", file=sys.stderr)
         return 2
     problem = preflight(settings)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
+        return 2
+    from ..cluster_file import ClusterFileError, load_objects
+    try:                                # every input before the ports: a bad file is exit 2 whoever holds them
+        objects = load_objects(settings.cluster) if settings.cluster else None
+    except ClusterFileError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     from .. import listeners
     for host, port, flags in listeners.addresses(settings):
@@ -132,17 +147,11 @@ def run(args: argparse.Namespace) -> int:
         if problem:
             print(f"error: {flags}: {problem}", file=sys.stderr)
             return 3                    # uvicorn's own code when it cannot bind (a race after this check)
-    from ..cluster_file import ClusterFileError
     from ..logs import configure
     from ..server import create_app
 
     configure(settings.log_level)
-    try:
-        app = create_app(settings, serving=True)
-    except ClusterFileError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    listeners.run(app, settings)
+    listeners.run(create_app(settings, objects=objects, serving=True), settings)
     return 0
 
 

@@ -15,6 +15,7 @@ from topology.cluster import pod_key
 from topology.objects import group_of
 
 from ..state import ServiceState
+from ..state.identities import version as _version
 from ..state.plans import GANG_REFUSED
 
 
@@ -39,8 +40,6 @@ def identify(state: ServiceState, pod: Mapping) -> PodIdentity | None:
 
 
 def _identify(state: ServiceState, pod: Mapping, podgroup: Mapping, namespace: str, name: str) -> PodIdentity:
-    from .planning import _cached, _version          # planning calls us first, for every pod
-
     topologies = state.cluster.topologies
     classes = list(state.objects.list("PriorityClass"))
     versions = (state.rebuilds, tuple(_version(c) for c in classes))
@@ -50,13 +49,13 @@ def _identify(state: ServiceState, pod: Mapping, podgroup: Mapping, namespace: s
         def grouped():
             trees = group_workload(controller, topologies, classes)
             return [constrain(tree, podgroup, topologies) for tree in trees], workload_shape(controller)
-        trees, shape = _cached(state, ("native-ours", _version(controller), _version(podgroup), versions), grouped)
+        trees, shape = state.identities.get(("native-ours", _version(controller), _version(podgroup), versions), grouped)
         return identify_pod(pod, controller, topologies, trees=trees, shape=shape)
     if workload is not None and (templates(workload) > 1 or parent_name(podgroup)):
         return _tree_identity(state, pod, workload, versions)
     pods = _pods(state, namespace, [name], pod)
     key = ("native", _version(podgroup), tuple(sorted(_member(p) for p in pods)), versions)
-    tree = _cached(state, key, lambda: group_native(podgroup, pods, topologies, classes))
+    tree = state.identities.get(key, lambda: group_native(podgroup, pods, topologies, classes))
     return native_identity(pod, tree, pods, owner=(API_GROUP, "PodGroup", namespace, name))
 
 
@@ -80,8 +79,6 @@ def podgroup_priority(state: ServiceState, pod: Mapping) -> int | None:
 
 def _tree_identity(state: ServiceState, pod: Mapping, workload: Mapping, versions: tuple) -> PodIdentity:
     """Several PodGroups of one Workload (several templates, or CompositePodGroups): one gang."""
-    from .planning import _cached, _version
-
     metadata = workload.get("metadata") or {}
     namespace, name = metadata.get("namespace") or "default", metadata.get("name") or ""
     podgroups = _of_workload(state, "PodGroup", namespace, name)
@@ -90,7 +87,7 @@ def _tree_identity(state: ServiceState, pod: Mapping, workload: Mapping, version
     key = ("native-tree", _version(workload), tuple(_version(o) for o in [*podgroups, *composites]),
            tuple(sorted(_member(p) for p in pods)), versions)
     classes = list(state.objects.list("PriorityClass"))
-    tree = _cached(state, key, lambda: group_native_tree(name, namespace, podgroups, composites, pods,
+    tree = state.identities.get(key, lambda: group_native_tree(name, namespace, podgroups, composites, pods,
                                                          state.cluster.topologies, classes))
     return native_identity(pod, tree, pods, owner=(API_GROUP, "Workload", namespace, name))
 

@@ -41,7 +41,8 @@ def podgroup_member_key(pod: Mapping) -> tuple:
 class _Grouped:
     __slots__ = ("owner", "topologies", "classes", "trees", "error", "_shape")
 
-    def __init__(self, owner: Mapping, topologies, classes: tuple, trees: list[GroupTree] | None, error: str):
+    def __init__(self, owner: Mapping, topologies, classes: tuple, trees: list[GroupTree] | None,
+                 error: GroupingError | None):
         self.owner, self.topologies, self.classes = owner, topologies, classes
         self.trees, self.error, self._shape = trees, error, None
 
@@ -78,12 +79,12 @@ class IdentityCache:
         if not (isinstance(entry, _Grouped) and entry.owner is owner and entry.topologies is topologies
                 and entry.classes == versions):
             try:
-                entry = _Grouped(owner, topologies, versions, group_workload(owner, topologies, classes), "")
+                entry = _Grouped(owner, topologies, versions, group_workload(owner, topologies, classes), None)
             except GroupingError as error:
-                entry = _Grouped(owner, topologies, versions, None, str(error))
+                entry = _Grouped(owner, topologies, versions, None, error)
             self._put(key, entry)
         if entry.trees is None:
-            raise GroupingError(entry.error)
+            raise type(entry.error)(str(entry.error))      # its kind too (UnresolvedLevelError is warned)
         return entry.trees, entry.shape()
 
     def get(self, key: tuple, compute: Callable[[], object]):

@@ -50,7 +50,7 @@ STALE_REBUILD_DELAY = 0.2
 DRA_GROUP = "resource.k8s.io"
 # a change builds a new model (a template's: the demand of the pods that name it)
 DEVICE_KINDS = {(DRA_GROUP, "DeviceClass"), (DRA_GROUP, "ResourceSlice"), (DRA_GROUP, "ResourceClaimTemplate")}
-CLAIM_KIND = (DRA_GROUP, "ResourceClaim")                                       # kept incrementally
+CLAIM_KINDS = {(DRA_GROUP, "ResourceClaim")}                                     # kept incrementally
 
 
 def kind_of(obj: Mapping) -> WatchedKind:
@@ -159,7 +159,7 @@ class ServiceState:
                     self._index_podgroup("ADDED", pod)
                 self.workload_pods.replace(objects)
             if kind.kind in ("Node", "Pod") or (kind.group, kind.kind) in TOPOLOGY_KINDS | DEVICE_KINDS \
-                    or (kind.group, kind.kind) == CLAIM_KIND:
+                    or (kind.group, kind.kind) in CLAIM_KINDS:
                 self._dirty = True
                 if self.synced_once:
                     self._rebuild()
@@ -188,7 +188,7 @@ class ServiceState:
                 self._index_podgroup(event, obj)
                 self.workload_pods.apply(event, obj)
                 self._on_pod(event, obj)
-            elif (kind.group, kind.kind) == CLAIM_KIND:
+            elif (kind.group, kind.kind) in CLAIM_KINDS:
                 self._on_claim(before, None if event == "DELETED" else obj)
             elif (kind.group, kind.kind) in DEVICE_KINDS:
                 self._stale()                   # a driver publishes many slices at once: one rebuild

@@ -6,6 +6,8 @@ Outcomes:
 - not a Pod CREATE, no owner, or an owner that does not opt in: allowed, unchanged;
 - invalid annotations (the grouper raises GroupingError), or segments on pods that carry no index:
   denied (422 Invalid) with the grouper's message, which names the annotation, the value and what is valid;
+  a required level without kai.scheduler/topology that no (or more than one) topology has: allowed
+  unchanged with that message as a warning (the scheduler refuses the gang with it);
 - a workload of a watched kind that the cache has not seen yet: denied (503) for a grace period, so the
   controller retries once the watch caught up; after it, allowed unchanged with a warning. A PodGroup not
   seen yet only gets a warning (its pods carry their grouping themselves). Kinds that index their pods only
@@ -22,6 +24,7 @@ from app.state.identities import IdentityCache
 from app.state.objects import ObjectCache, pod_shape_problem
 from app.ports import WATCHED_KINDS, watches
 from grouper import GroupingError, OwnerRef, identify_pod, owner_of
+from grouper.errors import UnresolvedLevelError
 from grouper.kinds import kind_of, numbering_kinds, workload_shape
 from grouper.affinity import HOSTNAME
 from grouper.names import KUEUE_SLICE_SIZE, OPT_IN_ANNOTATIONS, POD_INDEX_LABEL, SEGMENT_SIZE
@@ -104,6 +107,8 @@ def _admit_pod(pod: Mapping, context: Context, dry_run: bool) -> Decision:
 def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context, dry_run: bool = False) -> Decision:
     try:
         identity, warnings = _identify(pod, owner_obj, context)
+    except UnresolvedLevelError as error:         # the scheduler refuses the gang with this reason
+        return Decision(warnings=[str(error)])
     except GroupingError as error:
         return Decision.deny(str(error), 422, "Invalid")
     if identity is None:

@@ -65,6 +65,21 @@ def test_a_bad_cluster_file_is_one_line(capsys, files, command):
     assert code == 2 and one_line(err).startswith(f"error: cluster file {files[1]}: not valid YAML or JSON")
 
 
+def test_serve_checks_its_inputs_before_its_ports(capsys, files, tmp_path):
+    """A bad cluster file, settings or certificate is exit 2 even while another process holds the port."""
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        code, err = run(capsys, "serve", "--port", port, "--cluster", str(files[1]))
+        assert code == 2 and one_line(err).startswith(f"error: cluster file {files[1]}: not valid YAML or JSON")
+        code, err = run(capsys, "serve", "--port", port, "--tls-cert", "/nope/tls.crt", "--tls-key", "/nope/k")
+        assert code == 2 and one_line(err).startswith("error: --tls-cert /nope/tls.crt")
+        code, err = run(capsys, "serve", "--port", port, "--reservation-ttl", "-5")
+        assert code == 2 and "--reservation-ttl" in one_line(err)
+
+
 def test_a_file_that_is_not_utf8_names_the_file(capsys, files):
     code, err = run(capsys, "topology", "--cluster", str(files[0]))
     assert code == 2 and one_line(err) == f"error: cluster file {files[0]} is not UTF-8 text (byte 0 is 0xff); " \

@@ -231,15 +231,31 @@ def test_templates_naming_different_topologies():
         group_workload(job)
 
 
-def test_segment_annotations_without_topology_are_ignored_with_a_warning():
+def test_segment_levels_without_topology_resolve_in_the_one_topology_that_has_them_with_a_warning():
+    """KAI drops them silently; the one demo topology with KAI's level names keeps the segments."""
     job = _tfjob()
+    with_topology = group_workload(job, TOPOLOGIES)[0]
     del job["metadata"]["annotations"]["kai.scheduler/topology"]
     [tree] = group_workload(job, TOPOLOGIES)
-    assert tree.topology is None
-    assert tree.group("worker").is_leaf and len(tree.group("worker").slots) == 16
-    assert tree.root.required_level is None
+    assert tree.topology == with_topology.topology == "default"
+    assert [g.name for g in tree.groups()] == [g.name for g in with_topology.groups()]
+    assert not tree.group("worker").is_leaf
     [warning] = tree.warnings
-    assert "kai.scheduler/segment-size" in warning and "no kai.scheduler/topology" in warning
+    assert "no kai.scheduler/topology" in warning and "resolved in topology 'default'" in warning
+
+
+@pytest.mark.parametrize("level", ["galaxy", "network.example.com/rack"])
+def test_a_required_level_without_topology_that_no_or_several_topologies_have_refuses_the_gang(level):
+    """A hard constraint is never dropped: galaxy is in no topology, the rack label in both demo topologies."""
+    job = _tfjob()
+    del job["metadata"]["annotations"]["kai.scheduler/topology"]
+    for role in job["spec"]["tfReplicaSpecs"].values():
+        role["template"].setdefault("metadata", {})["annotations"] = {}
+    job["metadata"]["annotations"]["kai.scheduler/topology-required-placement"] = level
+    why = "no topology has it" if level == "galaxy" else "topologies default, kueue-default all have it"
+    with pytest.raises(GroupingError, match=f"'{level}' is a required level without kai.scheduler/topology, "
+                                            f"and {why}; set kai.scheduler/topology"):
+        group_workload(job, TOPOLOGIES)
 
 
 def test_unknown_topology():

@@ -168,7 +168,7 @@ def _plan_once(inp: PlanInput, scope: tuple[int, int] | None, exact: bool) -> Pl
     plan = Plan(
         placed=True,
         slots={table.slots[i]: int(node) for i, node in zip(placed_ids, node_of[placed_ids].tolist())},
-        groups=placements(layout, root, node_of, spans),
+        groups=placements(layout, root, node_of, inp.node_names, spans),
         unplaced=unplaced,
         rank=rank_of(layout, state, root, placer.where.get(root, (ROOT, 0)), policy, placer.nodes_of,
                      spans),

@@ -4,6 +4,8 @@ its segments span (both as heights above a single node, lower is better), the do
 tightest first; spread: emptiest first), and the domain name. Also the per-group placements reported in a Plan."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..plan import GroupPlacement
@@ -49,9 +51,10 @@ def rank_of(layout: Layout, state: State, root: GroupInfo, where: tuple[int, int
             policy.tightness(leftover), layout.domain_id(level, domain))
 
 
-def placements(layout: Layout, root: GroupInfo, node_of: np.ndarray,
+def placements(layout: Layout, root: GroupInfo, node_of: np.ndarray, node_names: Sequence[str],
                measured: dict | None = None) -> dict[str, GroupPlacement]:
-    """Where each group went (`node_of`: slot id -> node, -1 unplaced); `measured`: leaf_spans of the
+    """Where each group went (`node_of`: slot id -> node, -1 unplaced); a group on one node is named by
+    that node (a gang without a topology too, whose layout knows no names); `measured`: leaf_spans of the
     plan, if already measured."""
     result: dict[str, GroupPlacement] = {}
     if measured is None:
@@ -68,8 +71,10 @@ def placements(layout: Layout, root: GroupInfo, node_of: np.ndarray,
                 continue
             (level, domain), used, pods = common_level(layout, nodes), domains_used(layout, nodes), int(nodes.size)
         name = None if level == ROOT else layout.level_name(level)
+        where = node_names[domain] if level == layout.depth else None if level == ROOT \
+            else layout.domain_id(level, domain)
         result[group.name] = GroupPlacement(
-            group.name, name, None if level == ROOT else layout.domain_id(level, domain),
+            group.name, name, where,
             {names[l]: n for l, n in enumerate(used)}, pods)
     return result
 

@@ -50,9 +50,10 @@ def test_in_cluster_is_detected_only_when_nothing_else_is_configured(monkeypatch
 def test_bad_settings_name_the_field(capsys):
     args = build_parser().parse_args(["serve", "--tls-cert", "cert.pem"])
     assert args.func(args) == 2
-    assert "tls_cert and tls_key must be given together" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["serve", "--strategy", "random"])
+    assert capsys.readouterr().err == ("error: --tls-cert (TAS_TLS_CERT) and --tls-key (TAS_TLS_KEY) must be "
+                                       "given together\n")
+    args = build_parser().parse_args(["serve", "--strategy", "random"])
+    assert args.func(args) == 2 and "--strategy (TAS_STRATEGY)" in capsys.readouterr().err
 
 
 def test_probes_and_metrics():

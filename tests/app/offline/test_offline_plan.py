@@ -198,3 +198,15 @@ def test_host_network_ports_and_hostname_spread_hold_pods_per_node_as_the_servic
     assert len(set(nodes["hostnet"])) == 4
     assert sorted(nodes["spread"].count(node) for node in set(nodes["spread"])) == [2, 2]
     assert len(set(nodes["plain"])) == 1
+
+
+def test_a_gang_without_topology_on_one_node_is_named_by_that_node(tmp_path, capsys):
+    """A Job without kai.scheduler/topology that lands on one node names the node, not its index."""
+    workload = write(tmp_path, "j.yaml", job("j", 1))
+    code, out, err = run(capsys, "--workload", workload)
+    assert code == 0, err
+    node = next(line.split()[3] for line in out.splitlines() if line.startswith("  -  "))
+    assert f"  group pg-j: node {node}" in out.splitlines()
+    code, out, _ = run(capsys, "--workload", workload, "-o", "json")
+    gang = json.loads(out)["gangs"][0]
+    assert gang["groups"]["pg-j"]["domain"] == gang["pods"][0]["node"] == node

@@ -377,5 +377,5 @@ def test_serve_reports_a_bad_extra_kind_and_exits_2(capsys):
     args = build_parser().parse_args(["serve", "--extra-kinds", "trainers=Trainer"])
     assert args.func(args) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: extra-kinds: --extra-kinds (TAS_EXTRA_KINDS): entry 'trainers=Trainer'")
+    assert err.startswith("error: --extra-kinds (TAS_EXTRA_KINDS): entry 'trainers=Trainer'")
     assert EXTRA_KIND_FORMAT in err and "Value error" not in err

@@ -573,17 +573,45 @@ def test_statefulset_not_cached_yet_waits_only_when_its_pods_opt_in():
 
 # --- warnings ------------------------------------------------------------------------------------------------
 def test_segment_annotation_without_topology_is_allowed_with_a_warning():
+    """A segment size alone (no level) names no topology: the segments are ignored, with a warning."""
+    tfjob = tfjob_with()
+    del tfjob["metadata"]["annotations"]["kai.scheduler/topology"]
+    del tfjob["metadata"]["annotations"]["kai.scheduler/topology-required-placement"]
+    for key in [k for k in _worker_template(tfjob)["metadata"]["annotations"] if "segment-topology" in k]:
+        del _worker_template(tfjob)["metadata"]["annotations"][key]
+    app, _ = make_app([tfjob])
+    response, pod = admit_ok(TestClient(app), worker_review(tfjob, "tf-segments-worker-5"))
+    assert any("kai.scheduler/segment-size" in w and "ignored" in w and "kai.scheduler/topology" in w
+               for w in response["warnings"]), response
+    assert labels(pod)["kai.scheduler/subgroup-name"] == "worker"     # one unsegmented worker group
+    assert "kai.scheduler/segment-index" not in labels(pod)
+    env = env_of(pod["spec"]["containers"][0])
+    assert not set(SEGMENT_ENV) & set(env) and not set(PLACEMENT_ENV) & set(env)
+
+
+def test_a_segment_level_without_topology_resolves_in_the_one_topology_with_it_and_warns():
     tfjob = tfjob_with()
     del tfjob["metadata"]["annotations"]["kai.scheduler/topology"]
     del tfjob["metadata"]["annotations"]["kai.scheduler/topology-required-placement"]
     app, _ = make_app([tfjob])
     response, pod = admit_ok(TestClient(app), worker_review(tfjob, "tf-segments-worker-5"))
-    assert any("kai.scheduler/segment-size" in w and "ignored" in w and "kai.scheduler/topology" in w
-               for w in response["warnings"])
-    assert labels(pod)["kai.scheduler/subgroup-name"] == "worker"     # one unsegmented worker group
-    assert "kai.scheduler/segment-index" not in labels(pod)
-    env = env_of(pod["spec"]["containers"][0])
-    assert not set(SEGMENT_ENV) & set(env) and not set(PLACEMENT_ENV) & set(env)
+    assert any("no kai.scheduler/topology" in w and "resolved in topology 'default'" in w
+               for w in response["warnings"]), response
+    assert "kai.scheduler/segment-index" in labels(pod)
+
+
+def test_a_required_level_no_topology_has_is_warned_and_never_dropped():
+    tfjob = tfjob_with()
+    del tfjob["metadata"]["annotations"]["kai.scheduler/topology"]
+    tfjob["metadata"]["annotations"]["kai.scheduler/topology-required-placement"] = "galaxy"
+    app, _ = make_app([tfjob])
+    response, pod = admit_ok(TestClient(app), worker_review(tfjob, "tf-segments-worker-5"))
+    assert any("topology-required-placement='galaxy'" in w and "is a required level without" in w
+               for w in response.get("warnings", [])), response
+
+
+def _worker_template(tfjob):
+    return tfjob["spec"]["tfReplicaSpecs"]["Worker"]["template"]
 
 
 def test_bare_pod_with_topology_annotations_gets_a_note(client):
