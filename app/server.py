@@ -100,6 +100,8 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
         if background:                 # a live cluster: kube-scheduler parks refused pods until woken
             loops.append(asyncio.create_task(_wake_forever(engine)))
             loops.append(asyncio.create_task(_evict_stale_forever(engine)))
+            if settings.gate_unfit_gangs:
+                loops.append(asyncio.create_task(_release_gated_forever(engine)))
         try:
             yield
         finally:
@@ -159,6 +161,16 @@ async def _wake_forever(engine: GangScheduler, period: float = 1.0) -> None:
             await asyncio.to_thread(engine.wake_refused)
         except Exception:        # keep the loop alive; the next round retries
             log.exception("waking refused pods failed")
+
+
+async def _release_gated_forever(engine: GangScheduler, period: float = 1.0) -> None:
+    """Lift the scheduling gate of gated gangs that fit now (app/scheduling/unfit_gate.py), off the loop."""
+    while True:
+        await asyncio.sleep(period)
+        try:
+            await asyncio.to_thread(engine.unfit.release_due)
+        except Exception:        # keep the loop alive; the next round retries
+            log.exception("lifting scheduling gates failed")
 
 
 async def _evict_stale_forever(engine: GangScheduler) -> None:
