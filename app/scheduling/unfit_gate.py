@@ -29,6 +29,7 @@ from ..ports import ClusterWriter, gate_index
 from ..state import ServiceState
 from ..state.plans import GANG_REFUSED, GangPlan
 from . import planning
+from .admitted import admitted_tree
 from .refusal_cache import never_fits, refusal_key, still_refused
 
 log = get_logger(__name__)
@@ -42,6 +43,15 @@ class _Gated:
     tree: GroupTree | None = None
     pods: dict[str, float] = field(default_factory=dict)     # namespace/name -> when first seen gated
     refused: GangPlan | None = None                           # the refusal the gate stands on
+
+
+def _admitted(identity, pod: Mapping) -> GroupTree | None:
+    """The gang's tree with its role's spec as the API server admits the pod (ExtendedResourceToleration's GPU
+    tolerations, defaulted requests: admitted.py), which the plan must see; None for a gang of several roles,
+    whose other roles are known only from their template: never gated."""
+    if len(identity.tree.roles) != 1:
+        return None
+    return admitted_tree(identity.tree, None, identity.slot.role, pod)
 
 
 class UnfitGangs:
@@ -61,16 +71,19 @@ class UnfitGangs:
         """Whether this gang pod (as it will be created, by `scheduler_name`) gets FITS_GATE."""
         if not self.enabled or scheduler_name not in self.state.settings.scheduler_names:
             return False
+        tree = _admitted(identity, pod)
+        if tree is None:
+            return False
         if not self.state.lock.acquire(timeout=LOCK_WAIT):
             return False
         try:
-            refused = self._refused_now(identity.gang, identity.tree)
+            refused = self._refused_now(identity.gang, tree)
         finally:
             self.state.lock.release()
         if refused is not None and not dry_run:
             with self._lock:
                 gated = self._gangs.setdefault(identity.gang, _Gated())
-                gated.tree, gated.refused = identity.tree, refused
+                gated.tree, gated.refused = tree, refused
                 gated.pods.setdefault(pod_key(pod), self.clock())
         return refused is not None
 
@@ -130,15 +143,15 @@ class UnfitGangs:
                     ident = planning.identify(state, pod)
                 except planning.GroupingError:
                     ident = None
-                found.append((pod_key(pod), ident))
+                found.append((pod_key(pod), ident, pod))
         self._swept = now
         with self._lock:
-            for key, ident in found:
+            for key, ident, pod in found:
                 gang = ident.gang if ident is not None else key     # no gang (any more): lifted alone
                 record = self._gangs.setdefault(gang, _Gated())
-                record.tree = record.tree or (ident.tree if ident is not None else None)
+                record.tree = record.tree or (_admitted(ident, pod) if ident is not None else None)
                 record.pods.setdefault(key, now)
-            present = {key for key, _ in found}
+            present = {key for key, _, _ in found}
             for gang, record in list(self._gangs.items()):      # gone, bound or un-gated by someone else
                 record.pods = {key: since for key, since in record.pods.items()
                                if key in present or now - since < SWEEP_PERIOD}
