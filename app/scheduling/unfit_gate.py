@@ -17,6 +17,7 @@ retry costs every other pod a filter cycle. A gated pod is not in its queue at a
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -35,6 +36,7 @@ from .refusal_cache import never_fits, refusal_key, still_refused
 log = get_logger(__name__)
 
 LOCK_WAIT = 0.05          # the webhook never waits longer for the state lock: unknown, so not gated
+FITTED_KEPT = 10_000      # gangs remembered as fitting at admission (their later members are not planned again)
 SWEEP_PERIOD = 5.0        # seconds between full scans of the watched pods for our gate
 
 
@@ -60,6 +62,7 @@ class UnfitGangs:
         self._gangs: dict[str, _Gated] = {}
         self._lock = threading.Lock()
         self._swept = float("-inf")
+        self._fitted: OrderedDict[str, None] = OrderedDict()   # gangs that fitted at a member's admission
 
     @property
     def enabled(self) -> bool:
@@ -72,7 +75,7 @@ class UnfitGangs:
         if not self.enabled or scheduler_name not in self.state.settings.scheduler_names:
             return False
         tree = _admitted(identity, pod)
-        if tree is None:
+        if tree is None or identity.gang in self._fitted:      # one plan per gang, not one per member
             return False
         if not self.state.lock.acquire(timeout=LOCK_WAIT):
             return False
@@ -80,12 +83,21 @@ class UnfitGangs:
             refused = self._refused_now(identity.gang, tree)
         finally:
             self.state.lock.release()
-        if refused is not None and not dry_run:
+        if refused is None:
+            self._remember_fitted(identity.gang)
+        elif not dry_run:
             with self._lock:
                 gated = self._gangs.setdefault(identity.gang, _Gated())
                 gated.tree, gated.refused = tree, refused
                 gated.pods.setdefault(pod_key(pod), self.clock())
         return refused is not None
+
+    def _remember_fitted(self, gang: str) -> None:
+        with self._lock:
+            self._fitted[gang] = None
+            self._fitted.move_to_end(gang)
+            while len(self._fitted) > FITTED_KEPT:
+                self._fitted.popitem(last=False)
 
     def _refused_now(self, gang: str, tree: GroupTree) -> GangPlan | None:
         """The refusal (a plan-shaped record, never stored in the plan store) that shows the gang cannot

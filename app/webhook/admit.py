@@ -125,7 +125,7 @@ def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context, dry_run: b
     mutation = pod_mutation(pod, injection)
     unmodelled = _unseen_devices(pod) + _unmodelled_spreads(pod)
     gate = gate_operations(pod, identity, owner_obj, context.gate, dry_run)
-    if not gate:
+    if not gate and not is_podgroup(owner_obj):     # a PodGroup's grouping here sees this one pod, not the gang
         gate = _unfit_gate(pod, identity, _final_scheduler(pod, scheduler), context, dry_run)
     return Decision(True, mutation.operations + gate, warnings + unmodelled + mutation.warnings
                     + _bad_grace(pod, owner_obj))

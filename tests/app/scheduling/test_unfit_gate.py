@@ -126,3 +126,30 @@ def test_only_pods_of_our_schedulers_are_ungated():
     state.apply(POD_KIND, "ADDED", pod)
     assert engine(client).unfit.release_due() == 0
     assert gates(state.find_pod("team-a", pod["metadata"]["name"])) == [FITS_GATE]
+
+
+def test_a_gang_that_fits_is_planned_once_at_admission_not_once_per_member(monkeypatch):
+    from app.scheduling import planning
+    small = indexed_job("small", pods=8, gpus=1)
+    client = make_client(small, gate_unfit_gangs=True, set_scheduler_name=True)
+    calls = []
+    original = planning.plan
+    monkeypatch.setattr(planning, "plan", lambda *a, **k: calls.append(1) or original(*a, **k))
+    assert [gates(admitted(client, pod)) for pod in job_pods(small)] == [[]] * 8
+    assert len(calls) == 1
+
+
+def test_a_podgroup_member_is_never_gated():
+    """The webhook's grouping of a PodGroup sees only the pod at hand, not the gang: it cannot know."""
+    podgroup = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                "metadata": {"name": "huge", "namespace": "team-a", "uid": "uid-pg", "resourceVersion": "1"},
+                "spec": {"minMember": 4 * NODES, "topologyConstraint": {
+                    "topology": "default", "requiredTopologyLevel": "block"}}}
+    client = make_client(podgroup, gate_unfit_gangs=True, set_scheduler_name=True)
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "huge-0", "namespace": "team-a", "annotations": {"pod-group-name": "huge"}},
+           "spec": {"schedulerName": "tas-scheduler", "containers": [{
+               "name": "main", "image": "app", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    status, body = post(client, review_of(pod, owner_kind="PodGroup"))
+    assert status == 200 and body["response"]["allowed"]
+    assert "schedulingGates" not in base64.b64decode(body["response"].get("patch") or b"").decode()
