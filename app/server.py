@@ -97,11 +97,11 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
         for part in background:
             part.start(state, engine.restore)
         loops = [asyncio.create_task(_expire_forever(state))]
+        if settings.gate_unfit_gangs:  # whatever the webhook gates is lifted, standalone too
+            loops.append(asyncio.create_task(_release_gated_forever(engine)))
         if background:                 # a live cluster: kube-scheduler parks refused pods until woken
             loops.append(asyncio.create_task(_wake_forever(engine)))
             loops.append(asyncio.create_task(_evict_stale_forever(engine)))
-            if settings.gate_unfit_gangs:
-                loops.append(asyncio.create_task(_release_gated_forever(engine)))
         try:
             yield
         finally:

@@ -89,7 +89,7 @@ class Settings(BaseSettings):
     staleness_grace_period: float = Field(60.0, allow_inf_nan=False)
     # webhook: gate (spec.schedulingGates) the pods of a gang known not to fit at admission, so kube-scheduler
     # does not retry it on every cluster event; lifted when it fits, and after gate_unfit_bound seconds anyway
-    gate_unfit_gangs: bool = False
+    gate_unfit_gangs: bool = True
     gate_unfit_bound: float = Field(60.0, gt=0, allow_inf_nan=False)
     # custom workload kinds to watch besides WATCHED_KINDS: "trainers.example.com/v1=Trainer,..."
     extra_kinds: Annotated[tuple[WatchedKind, ...], NoDecode] = ()

@@ -706,11 +706,10 @@ def job_rounds(binaries: dict, args, folder: Path) -> None:
                                            "--kube-api-burst", str(2 * args.manager_qps))).start()
         cluster = None
         try:
-            # --refused: the service's own gate on (it gates only the Job arm's gang: PodGroup members are
-            # grouped one by one at admission and never gated)
+            # --refused: the service's own gate is on (the default; it gates only the Job arm's gang: PodGroup
+            # members are grouped one by one at admission and never gated)
             cluster = E2ECluster(plane, direct=True, extender_args=(
-                "--scheduler-name", f"tas-scheduler,{SCHEDULER['gangs']}",
-                *(["--gate-unfit-gangs"] if args.refused else []))).install()
+                "--scheduler-name", f"tas-scheduler,{SCHEDULER['gangs']}")).install()
             schedulers = start_schedulers(cluster, ["plain", "gangs"])
             kinds = ["plain", "gangs"] + (["native"] if gates else [])
             have = 0
@@ -911,11 +910,10 @@ def main() -> int:
             # one replica, called directly: the tests' readiness proxy is a Python TCP relay that would cost
             # more than the extender (a real Service is forwarded by the kernel)
             # the extender binds only pods of the profiles it is told of: the harness's and this benchmark's
-            # --refused: the service's own gate on (it gates only the Job arm's gang: PodGroup members are
-            # grouped one by one at admission and never gated)
+            # --refused: the service's own gate is on (the default; it gates only the Job arm's gang: PodGroup
+            # members are grouped one by one at admission and never gated)
             cluster = E2ECluster(plane, direct=True, extender_args=(
-                "--scheduler-name", f"tas-scheduler,{SCHEDULER['gangs']}",
-                *(["--gate-unfit-gangs"] if args.refused else []))).install()
+                "--scheduler-name", f"tas-scheduler,{SCHEDULER['gangs']}")).install()
             schedulers = start_schedulers(cluster, ["gangs"] if args.refused else kinds)
             have = 0
             for size in sizes:

@@ -92,7 +92,7 @@ def register(subparsers) -> None:
     add("--gate-unfit-gangs", type=_bool, nargs="?", const=True, metavar="BOOL",
         help="webhook: put a scheduling gate (tas-extender.io/gang-fits) on the pods of a gang known not to fit "
              "at admission, so that kube-scheduler does not retry it on every cluster event; lifted as soon as "
-             "it fits, and after --gate-unfit-bound seconds in any case (TAS_GATE_UNFIT_GANGS, default false)")
+             "it fits, and after --gate-unfit-bound seconds in any case (TAS_GATE_UNFIT_GANGS, default true)")
     add("--gate-unfit-bound", type=float, metavar="SECONDS",
         help="longest a pod stays behind that gate, fitting or not (TAS_GATE_UNFIT_BOUND, default 60)")
     add("--extra-kinds", metavar="LIST",

@@ -10,7 +10,7 @@ import pytest
 from workloads import RACK, assert_no_node_over, container, distinct, indexed_job, topology
 
 FITS_GATE = "tas-extender.io/gang-fits"
-GATING = ("--gate-unfit-gangs", "--preemption", "off")
+GATING = ("--gate-unfit-gangs", "--preemption", "off")    # the gate is on by default; preemption is not
 
 
 @pytest.fixture

@@ -58,7 +58,7 @@ def test_a_gang_that_never_fits_is_gated_and_one_that_fits_is_not():
 
 def test_no_gate_when_the_setting_is_off():
     huge = indexed_job("huge", pods=4 * NODES, gpus=8)
-    client = make_client(huge, set_scheduler_name=True)
+    client = make_client(huge, set_scheduler_name=True, gate_unfit_gangs=False)
     assert gates(admitted(client, job_pods(huge)[0])) == []
 
 
