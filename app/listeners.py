@@ -14,6 +14,10 @@
 
 In cluster mode the service refuses to start without --client-ca unless --insecure-verbs says otherwise;
 then the verbs stay on the main port, open to whoever reaches it, and every start logs a warning.
+
+Every listener serves the TLS files through one `TlsFiles` (app/certificates.py), which reloads them when
+they change, and closes a connection whose request (head and body) has not arrived within --request-timeout
+(issue 40): uvicorn bounds only the idle time between requests, not the time a request takes to arrive.
 """
 from __future__ import annotations
 
@@ -22,8 +26,10 @@ import ssl
 from collections.abc import Iterable
 
 from fastapi import APIRouter, FastAPI
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from .logs import get_logger
+from .certificates import TlsFiles
+from .logs import fields, get_logger
 from .settings import Settings
 
 log = get_logger(__name__)
@@ -100,34 +106,100 @@ def warnings(settings: Settings) -> list[str]:
     return []
 
 
-def servers(app: FastAPI, settings: Settings) -> list:
-    """The uvicorn servers of `app` (main first) and of the apps it keeps apart (app.state.listeners)."""
+class TimedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, closing a connection whose request has not arrived whole (head and body)
+    within `request_timeout` seconds of the connection's start or of the request's first byte. uvicorn bounds
+    only the idle time after a response (timeout_keep_alive): a client announcing a body it never sends
+    otherwise holds its connection, and its request, forever. Once a request has arrived, how long the
+    answer takes is not bounded here."""
+
+    request_timeout: float = 10.0
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._deadline = self.loop.call_later(self.request_timeout, self._request_too_slow)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._deadline is None:                       # the next request of a kept-alive connection
+            self._deadline = self.loop.call_later(self.request_timeout, self._request_too_slow)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._cancel_deadline()
+
+    def connection_lost(self, exc) -> None:
+        self._cancel_deadline()
+        super().connection_lost(exc)
+
+    def handle_websocket_upgrade(self) -> None:
+        self._cancel_deadline()                          # the connection is the websocket protocol's now
+        super().handle_websocket_upgrade()
+
+    def _cancel_deadline(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _request_too_slow(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            log.debug("closed a connection whose request did not arrive within --request-timeout",
+                      extra=fields(client=self.client, request_timeout=self.request_timeout))
+            self.transport.close()
+
+
+def timed_protocol(request_timeout: float) -> type[TimedHttpProtocol]:
+    return type("TimedHttpProtocol", (TimedHttpProtocol,), {"request_timeout": request_timeout})
+
+
+def tls_files(settings: Settings) -> TlsFiles | None:
+    """The TLS files every listener serves (none: plain HTTP)."""
+    if not settings.tls_cert:
+        return None
+    return TlsFiles(settings.tls_cert, settings.tls_key, settings.client_ca)
+
+
+def servers(app: FastAPI, settings: Settings, tls: TlsFiles | None = None) -> list:
+    """The uvicorn servers of `app` (main first) and of the apps it keeps apart (app.state.listeners), serving
+    the contexts of `tls` (the reloaded TLS files)."""
     import uvicorn
 
     # no X-Forwarded-* rewriting: nothing reads the client's address, and kube-scheduler and the API server
     # call directly (uvicorn's ProxyHeadersMiddleware would otherwise wrap every call)
     common = {"log_config": None, "log_level": settings.log_level, "access_log": False, "proxy_headers": False,
-              "timeout_keep_alive": KEEP_ALIVE}
-    tls = {"ssl_certfile": settings.tls_cert, "ssl_keyfile": settings.tls_key}
-    out = [uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, **tls, **common))]
+              "timeout_keep_alive": KEEP_ALIVE, "http": timed_protocol(settings.request_timeout)}
+    main_tls = {"ssl_context_factory": lambda *_: tls.server_context()} if tls else {}
+    out = [uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, **main_tls, **common))]
     verbs, debug = app.state.listeners.get("verbs"), app.state.listeners.get("debug")
-    if verbs is not None:
+    if verbs is not None:                   # only with --client-ca, which needs --tls-cert
         out.append(uvicorn.Server(uvicorn.Config(
-            verbs, host=settings.host, port=settings.verbs_port, lifespan="off", **tls,
-            ssl_ca_certs=settings.client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED, **common)))
+            verbs, host=settings.host, port=settings.verbs_port, lifespan="off",
+            ssl_context_factory=lambda *_: tls.mutual_context(), **common)))
     if debug is not None:
         out.append(uvicorn.Server(uvicorn.Config(debug, host="127.0.0.1", port=settings.debug_port,
                                                  lifespan="off", **common)))
     return out
 
 
+def watch_tls(app: FastAPI, settings: Settings, tls: TlsFiles) -> None:
+    """Each certificate's expiry in /metrics, and /readyz unready within --tls-expiry-margin of the serving
+    certificate's end."""
+    service = app.state.service
+    service.metrics.registry.register(tls)
+    service.readiness_checks.append(lambda: tls.problem(settings.tls_expiry_margin))
+
+
 def run(app: FastAPI, settings: Settings) -> None:
     """Serve every listener in one event loop until SIGTERM / SIGINT (the main server catches them)."""
     for warning in warnings(settings):
         log.warning(warning)
-    all_servers = servers(app, settings)
+    tls = tls_files(settings)
+    if tls is not None:
+        watch_tls(app, settings, tls)
+    all_servers = servers(app, settings, tls)
     with asyncio.Runner(loop_factory=loop_factory(all_servers[0].config)) as runner:
-        runner.run(_serve_all(all_servers))
+        runner.run(_serve_all(all_servers, tls))
 
 
 def loop_factory(config):
@@ -137,8 +209,9 @@ def loop_factory(config):
     return config.get_loop_factory()
 
 
-async def _serve_all(all_servers: list) -> None:
+async def _serve_all(all_servers: list, tls: TlsFiles | None = None) -> None:
     main, *others = all_servers
+    watcher = asyncio.create_task(tls.watch_forever()) if tls is not None else None
 
     async def others_follow_main():
         while not main.should_exit:
@@ -152,4 +225,8 @@ async def _serve_all(all_servers: list) -> None:
         finally:
             main.should_exit = True      # a listener that stops (a port taken) stops the service
 
-    await asyncio.gather(main.serve(), others_follow_main(), *(main_follows(s) for s in others))
+    try:
+        await asyncio.gather(main.serve(), others_follow_main(), *(main_follows(s) for s in others))
+    finally:
+        if watcher is not None:
+            watcher.cancel()

@@ -113,7 +113,8 @@ def get(docs: list[dict], kind: str, name: str, namespace: str | None = None) ->
 
 
 def every_manifest_document() -> list[tuple[str, dict]]:
-    paths = sorted(p for p in MANIFESTS.rglob("*.yaml") if p.name != "kustomization.yaml")
+    # install.yaml is the kustomize output of these (tests/test_install_file.py), not a source
+    paths = sorted(p for p in MANIFESTS.rglob("*.yaml") if p.name not in ("kustomization.yaml", "install.yaml"))
     return [(f"{p.relative_to(MANIFESTS)}#{i}", doc) for p in paths for i, doc in enumerate(load_docs(p))]
 
 
@@ -596,7 +597,10 @@ def test_scheduler_has_the_kube_scheduler_roles_and_its_own_lease():
     assert ("Role", "kube-system", "extension-apiserver-authentication-reader") in bound
     election = scheduler_config(docs)["leaderElection"]
     assert election["leaderElect"] is True and election["resourceLock"] == "leases"
-    assert election["resourceNamespace"] == namespace
+    assert "resourceNamespace" not in election         # the pod's own namespace, from the flag
+    assert flag(container(deployment)["command"], "leader-elect-resource-namespace") == "$(POD_NAMESPACE)"
+    (env,) = [e for e in container(deployment)["env"] if e["name"] == "POD_NAMESPACE"]
+    assert env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     lease_roles = [name for kind, ns, name in bound if kind == "Role" and ns == namespace]
     assert len(lease_roles) == 1
     rules = rules_of(docs, "Role", lease_roles[0], namespace)
@@ -730,7 +734,10 @@ def test_scheduler_reaches_the_extender_through_the_service():
     extender, svc = extender_entry(scheduler_config(docs)), service(docs)
     url = urlsplit(extender["urlPrefix"])
     assert url.scheme == "https" and extender["enableHTTPS"] is True
-    assert url.hostname == f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc"
+    # the Service's short name, resolved in the scheduler's own namespace: the config names no namespace
+    assert url.hostname == svc["metadata"]["name"]
+    assert scheduler_deployment(docs)["metadata"]["namespace"] == svc["metadata"]["namespace"]
+    assert "hostNetwork" not in scheduler_deployment(docs)["spec"]["template"]["spec"]   # the cluster's DNS search
     (port,) = [p for p in svc["spec"]["ports"] if p["port"] == (url.port or 443)]
     # the verbs port, which requires a client certificate; never the webhook's port
     assert container_port(extender_deployment(docs), port["targetPort"]) == int(extender_flag(docs, "verbs-port"))
@@ -850,6 +857,7 @@ def test_cert_manager_overlay_issues_the_secret_the_deployments_mount():
     assert certificate["secretName"] == volume_source_of(
         extender_deployment(docs), extender_flag(docs, "tls-cert"))["secret"]["secretName"]
     assert f"{svc['metadata']['name']}.{namespace}.svc" in certificate["dnsNames"]
+    assert urlsplit(extender_entry(scheduler_config(docs))["urlPrefix"]).hostname in certificate["dnsNames"]
     assert "server auth" in certificate["usages"]
     issuer = get(docs, certificate["issuerRef"]["kind"], certificate["issuerRef"]["name"], namespace)["spec"]
     ca = [d for d in docs if d["kind"] == "Certificate" and d["spec"].get("isCA")]
@@ -863,7 +871,30 @@ def test_cert_manager_overlay_issues_the_secret_the_deployments_mount():
     assert client["issuerRef"] == certificate["issuerRef"]          # the CA the extender's --client-ca holds
     annotations = get(docs, "MutatingWebhookConfiguration", "tas-extender")["metadata"]["annotations"]
     assert annotations["cert-manager.io/inject-ca-from"] == f"{namespace}/tas-extender"
+    # renewed before expiry; the CA keeps its key, so what it signed before a CA renewal stays valid
+    for cert in (certificate, client):
+        assert cert["privateKey"]["rotationPolicy"] == "Always"
+        assert 0 < hours(cert["renewBefore"]) < hours(cert["duration"]) / 3
+    assert ca[0]["spec"]["privateKey"]["rotationPolicy"] == "Never"
+    # kube-scheduler is rolled (by a reloader) when either Secret it mounts is renewed
+    reload = scheduler_deployment(docs)["metadata"]["annotations"]["secret.reloader.stakater.com/reload"]
+    mounted = {v["secret"]["secretName"] for v in scheduler_deployment(docs)["spec"]["template"]["spec"]["volumes"]
+               if "secret" in v}
+    assert set(reload.split(",")) == mounted == {certificate["secretName"], client["secretName"]}
     assert "caBundle" not in webhook_entry(docs)["clientConfig"]
+
+
+def hours(duration: str) -> int:
+    assert re.fullmatch(r"\d+h", duration), duration
+    return int(duration[:-1])
+
+
+def test_scheduler_rolls_one_pod_at_a_time():
+    """A rollout (new image, renewed certificates) never leaves no kube-scheduler to hold the Lease."""
+    deployment = scheduler_deployment(installed())
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
+                                              "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    assert deployment["spec"]["replicas"] >= 2
 
 
 # --- scripts/gen-webhook-cert.sh -------------------------------------------------------------------------------------
@@ -897,6 +928,9 @@ def test_script_certificate_names_the_service_of_the_manifests(tmp_path):
     host = f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc"
     assert host in san_dns_names(tmp_path / "tls.crt")
     assert f"{host}.cluster.local" in san_dns_names(tmp_path / "tls.crt")
+    # the name kube-scheduler dials (the Service's short name, from its own namespace)
+    assert urlsplit(extender_entry(scheduler_config(installed()))["urlPrefix"]).hostname in san_dns_names(
+        tmp_path / "tls.crt")
     # stdout is the caBundle alone: base64 of the CA that signed the certificate.
     assert base64.b64decode(result.stdout.strip()) == (tmp_path / "ca.crt").read_bytes()
     assert "OK" in openssl("verify", "-CAfile", str(tmp_path / "ca.crt"), str(tmp_path / "tls.crt"))
@@ -929,6 +963,9 @@ def test_script_names_any_service_and_namespace(tmp_path_factory, service_name, 
     (["--days", "0"], "--days must be a positive integer"),
     (["--namespace"], "--namespace needs a value"),
     (["--colour", "blue"], "unknown argument '--colour'"),
+    (["--timeout", "5"], "--timeout must be a duration like 90s, 5m or 1h, got '5'"),
+    (["--timeout"], "--timeout needs a value"),
+    (["--ca-days", "ten"], "--ca-days must be a positive integer"),
 ])
 def test_script_rejects_bad_arguments(args, message):
     result = run_script(*args)
@@ -941,8 +978,16 @@ FAKE_KUBECTL = """#!/usr/bin/env bash
 line=$(printf '%s\\x1f' "$@"); printf '%s\\n' "$line" >> "$KUBECTL_LOG"
 case "$*" in
   *"get mutatingwebhookconfiguration"*) printf '%s\\n' $FAKE_WEBHOOKS ;;
-  *"create secret"*) echo "kind: Secret" ;;
+  *"get secret"*) printf '%s' "${FAKE_SECRET_CA:-}" ;;
+  *"create secret"*)
+    # keep what each write of a Secret would hold: <log>.<secret>.<write number>.<key>
+    n=$(ls "$KUBECTL_LOG.$6".*.tls.crt 2>/dev/null | wc -l)
+    for arg in "$@"; do
+      case "$arg" in --from-file=*) kv=${arg#--from-file=}; cp "${kv#*=}" "$KUBECTL_LOG.$6.$n.${kv%%=*}" ;; esac
+    done
+    echo "kind: Secret" ;;
   *"apply -f -"*) cat >/dev/null ;;
+  *"rollout status deployment ${FAKE_ROLLOUT_FAILS:-none}"*) exit 1 ;;
 esac
 """
 
@@ -980,15 +1025,139 @@ def test_script_apply_writes_the_secret_and_patches_the_webhook(tmp_path):
     assert patch == [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_bundle}
                      for i in range(len(webhook["webhooks"]))]
 
-    restarted = {c[-1] for c in calls if c[2:4] == ["rollout", "restart"]}
-    assert restarted == {extender_deployment(docs)["metadata"]["name"], scheduler_deployment(docs)["metadata"]["name"]}
+    # one Deployment at a time, the extender first: each restart is followed by its status before the next
+    extender, scheduler = extender_deployment(docs)["metadata"]["name"], scheduler_deployment(docs)["metadata"]["name"]
+    assert rollouts(calls) == [("restart", extender), ("status", extender), ("restart", scheduler),
+                               ("status", scheduler)]
+    assert all("--timeout=5m" in c for c in calls if c[2:4] == ["rollout", "status"])
+
+
+def rollouts(calls: list[list[str]]) -> list[tuple[str, str]]:
+    return [(c[3], c[5]) for c in calls if c[2:3] == ["rollout"]]
+
+
+def fake_kubectl(tmp_path: Path, env: dict | None = None) -> tuple[dict, Path]:
+    bin_dir, log = tmp_path / "bin", tmp_path / "kubectl.log"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "kubectl").write_text(FAKE_KUBECTL)
+    (bin_dir / "kubectl").chmod(0o755)
+    log.write_text("")
+    webhook = get(installed(), "MutatingWebhookConfiguration", "tas-extender")
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "KUBECTL_LOG": str(log),
+            "FAKE_WEBHOOKS": " ".join(w["name"] for w in webhook["webhooks"]), **(env or {})}, log
+
+
+def logged_calls(log: Path) -> list[list[str]]:
+    return [line.rstrip("\x1f").split("\x1f") for line in log.read_text().splitlines()]
+
+
+def certificates_in(bundle: bytes) -> list[str]:
+    """The subjects of the PEM certificates in a bundle, in order."""
+    pems = re.findall(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----\n", bundle, re.S)
+    return [subprocess.run(["openssl", "x509", "-noout", "-subject"], input=pem, capture_output=True,
+                           check=True).stdout.decode().strip() for pem in pems]
+
+
+def verifies(ca: Path, cert: Path) -> bool:
+    return subprocess.run(["openssl", "verify", "-CAfile", str(ca), str(cert)], capture_output=True).returncode == 0
+
+
+@needs_openssl
+def test_script_renews_the_certificates_under_the_existing_ca(tmp_path):
+    out = tmp_path / "tls"
+    first = run_script("--out", str(out))
+    ca, serving, client = (out / "ca.crt").read_bytes(), (out / "tls.crt").read_bytes(), \
+        (out / "scheduler-client.crt").read_bytes()
+    second = run_script("--out", str(out))
+    assert first.returncode == second.returncode == 0, second.stderr
+    assert (out / "ca.crt").read_bytes() == ca and second.stdout == first.stdout     # the same trust
+    assert (out / "tls.crt").read_bytes() != serving and (out / "scheduler-client.crt").read_bytes() != client
+    assert verifies(out / "ca.crt", out / "tls.crt") and verifies(out / "ca.crt", out / "scheduler-client.crt")
+    assert "renewing the certificates under the existing CA" in second.stderr
+
+
+@needs_openssl
+def test_script_new_ca_keeps_the_old_one_trusted_until_the_next_renewal(tmp_path):
+    out = tmp_path / "tls"
+    assert run_script("--out", str(out)).returncode == 0
+    old_ca = tmp_path / "old-ca.crt"
+    old_ca.write_bytes((out / "ca.crt").read_bytes())
+    changed = run_script("--out", str(out), "--new-ca")
+    assert changed.returncode == 0, changed.stderr
+    bundle = base64.b64decode(changed.stdout.strip())
+    assert certificates_in(bundle) == certificates_in((out / "ca.crt").read_bytes() + old_ca.read_bytes())
+    assert (out / "ca.crt").read_bytes() != old_ca.read_bytes()
+    assert verifies(out / "ca.crt", out / "tls.crt") and not verifies(old_ca, out / "tls.crt")
+    renewed = run_script("--out", str(out))
+    assert renewed.returncode == 0, renewed.stderr
+    assert base64.b64decode(renewed.stdout.strip()) == (out / "ca.crt").read_bytes()   # the old CA dropped
+    assert not (out / "ca-previous.crt").exists()
+
+
+@needs_openssl
+def test_script_new_ca_apply_trusts_both_before_it_switches_certificates(tmp_path):
+    out = tmp_path / "tls"
+    assert run_script("--out", str(out)).returncode == 0
+    old_serving, old_client = (out / "tls.crt").read_bytes(), (out / "scheduler-client.crt").read_bytes()
+    env, log = fake_kubectl(tmp_path)
+    result = run_script("--out", str(out), "--new-ca", "--apply", env=env)
+    assert result.returncode == 0, result.stderr
+    calls = logged_calls(log)
+    steps = [("secret", i) if c[2:4] == ["create", "secret"] else ("patch",) if c[:1] == ["patch"] else
+             (c[3], c[5]) for i, c in enumerate(calls) if c[2:4] == ["create", "secret"] or c[:1] == ["patch"]
+             or c[2:3] == ["rollout"]]
+    kinds = [s[0] for s in steps]
+    assert kinds == ["secret", "secret", "patch", "restart", "status", "restart", "status",
+                     "secret", "secret", "patch", "restart", "status", "restart", "status"]
+    secret = volume_source_of(extender_deployment(installed()), extender_flag(installed(), "tls-cert"))[
+        "secret"]["secretName"]
+    saved = lambda name, write, key: Path(f"{log}.{name}.{write}.{key}").read_bytes()  # noqa: E731
+    bundle = (out / "ca.crt").read_bytes() + (out / "ca-previous.crt").read_bytes()
+    client_secret = "tas-scheduler-client-tls"
+    # step 1: both CAs trusted, the old certificates still served and presented
+    assert saved(secret, 0, "tls.crt") == old_serving and saved(client_secret, 0, "tls.crt") == old_client
+    assert saved(secret, 0, "ca.crt") == saved(client_secret, 0, "ca.crt") == bundle
+    # step 2: the new CA's certificates, both CAs still trusted
+    assert saved(secret, 1, "tls.crt") == (out / "tls.crt").read_bytes() != old_serving
+    assert saved(client_secret, 1, "tls.crt") == (out / "scheduler-client.crt").read_bytes() != old_client
+    assert saved(secret, 1, "ca.crt") == bundle
+
+
+@needs_openssl
+def test_script_never_replaces_a_ca_it_was_not_asked_to(tmp_path):
+    out = tmp_path / "tls"
+    assert run_script("--out", str(out)).returncode == 0
+    (out / "ca.key").unlink()
+    lost_key = run_script("--out", str(out))
+    assert lost_key.returncode == 1 and "ca.key is missing" in lost_key.stderr and "--new-ca" in lost_key.stderr
+    env, _ = fake_kubectl(tmp_path, {"FAKE_SECRET_CA": "LS0tLS1CRUdJTg=="})
+    elsewhere = run_script("--out", str(tmp_path / "empty"), "--apply", env=env)
+    assert elsewhere.returncode == 1 and "already trusts a CA" in elsewhere.stderr, elsewhere.stderr
+    assert not (tmp_path / "empty" / "ca.crt").exists() and "--new-ca" in elsewhere.stderr
+
+
+@needs_openssl
+def test_script_refuses_a_ca_that_expires_before_its_certificates(tmp_path):
+    out = tmp_path / "tls"
+    assert run_script("--out", str(out), "--ca-days", "10", "--days", "5").returncode == 0
+    result = run_script("--out", str(out), "--days", "30")
+    assert result.returncode == 1 and "expires within --days 30" in result.stderr
+
+
+@needs_openssl
+def test_script_stops_when_a_rollout_does_not_finish(tmp_path):
+    env, log = fake_kubectl(tmp_path, {"FAKE_ROLLOUT_FAILS": "tas-extender"})
+    result = run_script("--out", str(tmp_path / "tls"), "--apply", env=env)
+    assert result.returncode == 1
+    assert "the rollout of deployment/tas-extender did not finish within --timeout 5m" in result.stderr
+    assert rollouts(logged_calls(log)) == [("restart", "tas-extender"), ("status", "tas-extender")]
 
 
 # --- Dockerfile and docker-compose.yml ----------------------------------------------------------------------------------
 
 @cache
 def dockerfile() -> dict:
-    """The last value of each instruction (continuation lines joined), plus every COPY source."""
+    """The last value of each instruction (continuation lines joined), plus every COPY source and ARG."""
     text = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
     instructions: dict = {"COPY": []}
     for line in text.splitlines():
@@ -998,6 +1167,8 @@ def dockerfile() -> dict:
         word, _, rest = line.partition(" ")
         if word.upper() == "COPY":
             instructions["COPY"] += rest.split()[:-1]
+        elif word.upper() == "ARG":
+            instructions.setdefault("ARG", []).append(rest.strip())
         else:
             instructions[word.upper()] = rest.strip()
     return instructions
@@ -1022,11 +1193,14 @@ def dockerignore_excludes(path: str) -> bool:
 
 def test_dockerfile_builds_a_slim_non_root_image_of_the_service():
     df = dockerfile()
-    assert re.fullmatch(r"python:3\.11-slim(-[a-z]+)?", df["FROM"])
+    assert df["FROM"] == "${PYTHON_IMAGE}"
+    base = dict(arg.split("=", 1) for arg in df["ARG"])["PYTHON_IMAGE"]
+    assert re.fullmatch(r"python:3\.11-slim(-[a-z]+)?@sha256:[0-9a-f]{64}", base), "pinned by digest"
     uid, _, gid = df["USER"].partition(":")
     assert uid.isdigit() and int(uid) > 0 and (not gid or int(gid) > 0)
     assert yaml.safe_load(df["ENTRYPOINT"]) == ["tas-extender", "serve"]
-    assert "pip install ." in df["RUN"]
+    assert "pip install --require-hashes --no-deps -r requirements.lock" in df["RUN"]
+    assert "pip install --no-deps --no-index --no-build-isolation ." in df["RUN"]
     settings_module = pytest.importorskip("app.settings")
     assert df["EXPOSE"] == str(settings_module.Settings.model_fields["port"].default) == FLAG_DEFAULTS["port"]
 

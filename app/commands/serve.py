@@ -46,6 +46,12 @@ def register(subparsers) -> None:
     add("--debug-port", type=int,
         help="in a cluster, /debug and /ui listen on 127.0.0.1 on this port only, for kubectl port-forward "
              "(TAS_DEBUG_PORT, default 8890)")
+    add("--request-timeout", type=float, metavar="SECONDS",
+        help="on every listener, close a connection whose request (head and body) has not arrived within this "
+             "long (TAS_REQUEST_TIMEOUT, default 10)")
+    add("--tls-expiry-margin", type=float, metavar="SECONDS",
+        help="/readyz answers not ready once the serving certificate ends within this long; the TLS files are "
+             "reloaded when they change (TAS_TLS_EXPIRY_MARGIN, default 3600)")
     add("--cluster", metavar="FILE", help="standalone: a kubectl get -o yaml dump instead of the demo (TAS_CLUSTER)")
     add("--demo-size", type=int, metavar="NODES",
         help="standalone: a generated demo fleet of this many nodes (a multiple of 1024, e.g. 16384) with running "

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
 
 import numpy as np
 
@@ -43,7 +42,7 @@ from .refusal_cache import refusal_key, still_refused
 from .scores import NEUTRAL_SCORE, Scorer
 from .stale import StaleGangs
 from .unfit_gate import UnfitGangs
-from .wakeups import WAKE_ANNOTATION, Wakeups
+from .wakeups import WAKE_ANNOTATION, Wakeups, wake, waiting  # noqa: F401 - WAKE_ANNOTATION: tests take it here
 
 log = get_logger(__name__)
 
@@ -73,7 +72,7 @@ class GangScheduler:
         self.preemptor = Preemptor(state, self.writer)   # tests may set it to None: a refused gang then simply waits
         self.seen_roles = admitted.SeenRoles()
         self.wakeups = Wakeups()
-        self.stale = StaleGangs(state, self.writer)
+        self.stale = StaleGangs(state, self.writer, self.wakeups)
         self.unfit = UnfitGangs(state, self.writer)      # gates on gangs that cannot fit (issue 39)
         self.offered_only = _Recent()                # native gangs whose best domain kube-scheduler refused
         self.offered_domains = native_groups.OfferedDomains(state)   # quick refusals of a keyed gang's other domains
@@ -114,8 +113,11 @@ class GangScheduler:
         namespace, name = pod_key(body).split("/", 1)
         self.wakeups.refused(pod_key(body), namespace, name, now, now + trusted.UNKNOWN_POD_RETRY)
 
-    def _filter(self, pod: Mapping, candidates: Sequence[str]) -> FilterOutcome:
+    def _filter(self, pod: Mapping, candidates: Sequence[str], asked: bool = True) -> FilterOutcome:
+        """`asked`: kube-scheduler's call (not the service's own, for a parked pod)."""
         gang, outcome = self._decide(pod, candidates)
+        if gang is not None and asked:
+            self.wakeups.heard(gang, pod_key(pod), self.state.clock())
         picks = self.preemptor.max_picks if self.preemptor is not None else 0
         for _ in range(picks):                       # evictions chosen under the lock are sent outside it
             if not self.preemptor.queue or not self.preemptor.flush():
@@ -499,19 +501,17 @@ class GangScheduler:
             return 0
         now = state.clock()
         woken = 0
-        for wake in self.wakeups.take_due(now):
+        for due in self.wakeups.take_due(now):
             with state.lock:
-                pod = state.find_pod(wake.namespace, wake.name)
-                waiting = pod is not None and not (pod.get("spec") or {}).get("nodeName") \
-                    and not (pod.get("metadata") or {}).get("deletionTimestamp")
-            if not waiting:
+                pod = state.find_pod(due.namespace, due.name)
+            if not waiting(pod):
                 continue
             self._preempt_for_parked(pod)
             try:
-                self.writer.annotate_pod(wake.namespace, wake.name, {WAKE_ANNOTATION: _timestamp(now)})
+                wake(self.writer, due.namespace, due.name, now)
                 woken += 1
             except Exception as err:  # noqa: BLE001 - gone meanwhile, or the API is down: the next refusal retries
-                log.info("wake-up failed", extra=fields(pod=f"{wake.namespace}/{wake.name}", error=str(err)))
+                log.info("wake-up failed", extra=fields(pod=f"{due.namespace}/{due.name}", error=str(err)))
         if woken:
             state.metrics.wakeups.inc(woken)
         return woken
@@ -522,7 +522,7 @@ class GangScheduler:
         of a wake-up does not move a pod that NodeResourcesFit rejected. Plan the gang now and start its
         preemption: the victims' deletion moves its pods."""
         if self._unplanned_gang_pod(pod):
-            self._filter(pod, list(self.state.cluster.node_names))
+            self._filter(pod, list(self.state.cluster.node_names), asked=False)
 
     def preempt(self, pod: Mapping, victims: Mapping[str, list[str]]) -> dict[str, list[str]]:
         """The subset of kube-scheduler's candidate victims (node -> pod UIDs) that helps this pod.
@@ -537,8 +537,19 @@ class GangScheduler:
             return {}
         pod = watched
         self.state.refresh()
+        self._heard(pod)
         self._preempt_for_parked(pod)
         return keep_helpful_victims(self.state, pod, victims, self.preemptor)
+
+    def _heard(self, pod: Mapping) -> None:
+        """Note that kube-scheduler asked about this gang pod (the stale-gang rule wakes those it did not)."""
+        with self.state.lock:
+            try:
+                ident = planning.identify(self.state, pod)
+            except planning.GroupingError:
+                return
+        if ident is not None:
+            self.wakeups.heard(ident.gang, pod_key(pod), self.state.clock())
 
     def _unplanned_gang_pod(self, pod: Mapping) -> bool:
         """A gang pod whose gang has no plan yet (or a refused one) and no preemption under way."""
@@ -568,10 +579,6 @@ def _said_once(failed: dict[str, str], gang: str | None, count: int) -> dict[str
     node, reason = next(iter(failed.items()))
     where = f"; see /debug/plans/{gang}" if gang else ""
     return {node: f"{reason} (the same on all {count} nodes{where})"}
-
-
-def _timestamp(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _group_domains(plan: GangPlan) -> dict[str, str]:

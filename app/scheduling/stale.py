@@ -12,6 +12,14 @@ stale while its plan is missing (it is being planned again), after one of its po
 other pods wait for preemption victims to go (KAI counts them as pipelined), or while its controller
 creates its pods one after another (an OrderedReady StatefulSet, a LeaderReady LWS, an ordered
 JobSet, an MPIJob launched after its workers): such a gang runs below its minimum while it starts.
+
+An eviction is never the first answer to a member the service has not heard from. kube-scheduler can park a
+member in its queue with no event to move it (held at its own preemption gate while the victims went, then
+its siblings bound; see docs/troubleshooting.md): the member never calls, and the gang looks stale. So each
+unbound member kube-scheduler has not asked about since the gang turned stale is woken at once (the wake
+annotation of app/scheduling/wakeups.py), and the grace period runs from the later of the gang turning stale
+and the wake-up of each such member: the gang is evicted only when the members that were woken still did not
+come (or came and were refused again).
 """
 from __future__ import annotations
 
@@ -26,8 +34,15 @@ from ..state import ServiceState
 from ..state.plans import DONE, GangPlan
 from grouper.minimum import creates_one_after_another
 from .preemptor import HOLDING
+from .wakeups import Wakeups, wake, waiting
 
 log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Wake:
+    gang: str
+    pod: str                               # namespace/name of a member kube-scheduler has not asked about
 
 
 @dataclass(frozen=True)
@@ -42,33 +57,42 @@ class StaleGangs:
     """When each gang turned stale, and its grace period (read once per stale spell); `evict_due()` evicts
     those past it (the leader only)."""
 
-    def __init__(self, state: ServiceState, writer: ClusterWriter | None):
+    def __init__(self, state: ServiceState, writer: ClusterWriter | None, wakeups: Wakeups | None = None):
         self.state = state
         self.writer = writer
+        self.wakeups = wakeups or Wakeups()
         self.since: dict[str, tuple[float, float]] = {}     # gang -> (stale since, grace period)
+        self.woken: dict[str, dict[str, float]] = {}        # gang -> member woken in this stale spell -> when
 
     def evict_due(self) -> list[str]:
-        """Evict every gang stale for longer than its grace period; the gangs evicted."""
+        """Wake the members of stale gangs kube-scheduler has not asked about, and evict every gang whose
+        grace period ran out (from its turning stale and from those wake-ups); the gangs evicted."""
         state = self.state
         if self.writer is None or not state.is_leader():
             return []
         with state.lock:
-            due = self._due(state.clock())
+            now = state.clock()
+            wakes, due = self._due(now)
+        self._wake(wakes, now)
         for eviction in due:
             self._evict(eviction)
         return [eviction.gang for eviction in due]
 
-    def _due(self, now: float) -> list[Eviction]:
-        state, due = self.state, []
+    def _due(self, now: float) -> tuple[list[Wake], list[Eviction]]:
+        state, wakes, due = self.state, [], []
         stale = {plan.key: plan for plan in state.plans if is_stale(state, plan)}
         for key in [key for key in self.since if key not in stale]:
             del self.since[key]
+            self.woken.pop(key, None)
         for key, plan in stale.items():
             if key not in self.since:
                 self.since[key] = (now, grace_period(state, plan))
                 state.book.note(plan, _turned_stale(state, plan, self.since[key][1]))
             since, grace = self.since[key]
-            if grace < 0 or now - since < grace:
+            unheard = self._unheard(plan, since)
+            woken = self.woken.setdefault(key, {})
+            wakes += [Wake(key, pod) for pod in unheard if pod not in woken]
+            if grace < 0 or now - since < grace or not _woken_long_ago(woken, unheard, now - grace):
                 continue
             pods = bound_pods(state, key)
             message = (f"gang {key}: {_below_minimum(state, plan)}, for {now - since:.0f}s (staleness grace "
@@ -76,7 +100,36 @@ class StaleGangs:
             due.append(Eviction(key, pods, _owner(state, plan), message))
             state.book.drop_plan(key, "stale: fewer pods bound than the gang's minimum")
             self.since[key] = (now, grace)         # its pods are going: not again before another grace period
-        return due
+            self.woken.pop(key, None)
+        return wakes, due
+
+    def _unheard(self, plan: GangPlan, since: float) -> list[str]:
+        """The gang's unbound members (pods that wait for a node) kube-scheduler has not asked about since
+        `since`: those it called about before, and those holding a slot."""
+        state = self.state
+        heard = self.wakeups.last_heard(plan.key)
+        bound = {pod for pod, _node in (state.bound.get(plan.key) or {}).values()}
+        members = set(heard) | {slot.pod for slot in plan.slots.values() if slot.pod}
+        return sorted(pod for pod in members - bound
+                      if heard.get(pod, -1.0) < since and waiting(state.find_pod(*pod.split("/", 1))))
+
+    def _wake(self, wakes: list[Wake], now: float) -> None:
+        """Patch the wake annotation onto each member; one that was patched counts as woken from now on."""
+        for member in wakes:
+            namespace, name = member.pod.split("/", 1)
+            try:
+                wake(self.writer, namespace, name, now)
+            except Exception as err:  # noqa: BLE001 - gone meanwhile, or the API is down: the next round retries
+                log.info("stale gang member not woken", extra=fields(gang=member.gang, pod=member.pod, error=str(err)))
+                continue
+            with self.state.lock:
+                plan = self.state.plans.get(member.gang)
+                if member.gang in self.since and plan is not None:
+                    self.woken.setdefault(member.gang, {})[member.pod] = now
+                    self.state.book.note(plan, f"stale: woke {member.pod}, which kube-scheduler has not asked about "
+                                               "since; the grace period runs from now for it")
+            log.info("stale gang member woken", extra=fields(gang=member.gang, pod=member.pod))
+            self.state.metrics.wakeups.inc()
 
     def _evict(self, eviction: Eviction) -> None:
         state = self.state
@@ -91,6 +144,11 @@ class StaleGangs:
             except Exception as err:  # noqa: BLE001 - a PDB or the API: the gang stays stale and is retried
                 log.warning("stale gang pod not evicted", extra=fields(
                     gang=eviction.gang, pod=f"{namespace}/{name}", error=str(err)))
+
+
+def _woken_long_ago(woken: Mapping[str, float], members: list[str], before: float) -> bool:
+    """Whether every one of `members` was woken by `before`."""
+    return all(pod in woken and woken[pod] <= before for pod in members)
 
 
 def _turned_stale(state: ServiceState, plan: GangPlan, grace: float) -> str:

@@ -8,19 +8,28 @@ gang (or plain pod) we keep one refused pod and, when its wait is due, patch an 
 update of an unscheduled pod requeues it. One pod per gang is enough, because its filter call re-plans the
 whole gang and its binding is itself an event that moves its siblings.
 
+That last rule has exceptions, read in kube-scheduler's queue (docs/troubleshooting.md, "A gang member parked
+in kube-scheduler's queue"): a sibling's binding moves only pods whose refusal names the extender; a member
+held at kube-scheduler's own preemption gate, or refused by its own filters alone, stays parked. So the
+wake-ups also remember when kube-scheduler last asked about each member of a gang (`heard`): the stale-gang
+rule wakes the members it has not heard from before it evicts anything (app/scheduling/stale.py).
+
 Waits grow per gang (5 s, 10 s, ... up to a minute) so that a gang refused for lack of capacity costs at
 most one write a minute; a refusal that knows when it ends (the lag grace) is woken just after that.
 """
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from grouper.names import WAKE_ANNOTATION  # noqa: F401 - the engine and tests take it from here
 
 FIRST_WAIT, LONGEST_WAIT = 5.0, 60.0
 _REMEMBERED_WAITS = 10_000                      # gangs whose last wait is kept, to keep doubling it
 _PENDING_LIMIT = 10_000                         # wake-ups waiting (none are taken without a live cluster)
+_HEARD_GANGS = 10_000                           # gangs whose members' last calls are kept
 
 
 @dataclass
@@ -37,6 +46,7 @@ class Wakeups:
         self.first, self.longest = first, longest
         self._pending: dict[str, Wake] = {}
         self._waits: dict[str, float] = {}      # key -> the wait the next wake-up of the key gets
+        self._heard: dict[str, dict[str, float]] = {}    # gang -> pod (namespace/name) -> its last call
         self._lock = threading.Lock()
 
     def refused(self, key: str, namespace: str, name: str, now: float, ends_at: float | None = None) -> None:
@@ -70,6 +80,36 @@ class Wakeups:
                 self._waits.pop(next(iter(self._waits)))
             return out
 
+    def heard(self, gang: str, pod: str, now: float) -> None:
+        """kube-scheduler asked about `pod` (namespace/name) of `gang`: a filter or preempt call."""
+        with self._lock:
+            members = self._heard.pop(gang, None) or {}    # re-inserted last: the dict stays in age order
+            members[pod] = now
+            self._heard[gang] = members
+            while len(self._heard) > _HEARD_GANGS:
+                self._heard.pop(next(iter(self._heard)))
+
+    def last_heard(self, gang: str) -> dict[str, float]:
+        """Each member of `gang` kube-scheduler has asked about, and when it last did."""
+        with self._lock:
+            return dict(self._heard.get(gang) or {})
+
     def pending(self) -> int:
         with self._lock:
             return len(self._pending)
+
+
+def wake(writer, namespace: str, name: str, now: float) -> None:
+    """Patch the wake annotation onto a pod that waits for a node: an update kube-scheduler's queue acts on
+    for a pod the extender refused. Raises what the writer raises."""
+    writer.annotate_pod(namespace, name, {WAKE_ANNOTATION: _timestamp(now)})
+
+
+def _timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def waiting(pod: Mapping | None) -> bool:
+    """Whether a pod (the service's copy) still waits for a node: it exists, is unbound and not deleting."""
+    return pod is not None and not (pod.get("spec") or {}).get("nodeName") \
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")

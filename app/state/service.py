@@ -111,6 +111,8 @@ class ServiceState:
         self._next_expiry_scan = float("-inf")   # expire_due() scans again from then on
         self._on_nodes_changed = on_nodes_changed
         self._on_pod_changed = on_pod_changed
+        # what else keeps the service unready, each a reason or None (the listeners' serving certificate)
+        self.readiness_checks: list[Callable[[], str | None]] = []
 
     def watches(self, api_group: str, kind: str) -> bool:
         """Whether a live source feeds objects of this kind (WATCHED_KINDS and the extra kinds)."""
@@ -129,6 +131,10 @@ class ServiceState:
             return False, "waiting for the first full sync of the cluster"
         if self.settings.leader_elect and not self.is_leader():
             return False, "not the leader (standby)"
+        for check in self.readiness_checks:
+            problem = check()
+            if problem:
+                return False, problem
         return True, "ok"
 
     def _pod_changed(self, key: str | None, pod: Mapping | None) -> None:

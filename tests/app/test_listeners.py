@@ -15,7 +15,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.listeners import INSECURE_VERBS_WARNING, preflight, warnings
+from app.listeners import INSECURE_VERBS_WARNING, TimedHttpProtocol, preflight, warnings
 from app.server import create_app
 from app.settings import Settings
 from paths import TESTS
@@ -180,7 +180,7 @@ def test_the_service_serves_on_uvloop_as_uvicorn_run_would(monkeypatch, uvicorn_
 
     seen = []
 
-    async def serve_all(all_servers):
+    async def serve_all(all_servers, tls=None):
         seen.append((type(asyncio.get_running_loop()), len(all_servers)))
 
     monkeypatch.setattr(listeners, "_serve_all", serve_all)
@@ -196,8 +196,12 @@ def test_idle_connections_outlive_the_go_clients_idle_timeout(tmp_path, uvicorn_
 
     certs = Certificates(tmp_path)
     cert, key = certs.issue("serving", "/CN=tas-extender", server=True)
-    settings = Settings(kubeconfig="kubeconfig", tls_cert=str(cert), tls_key=str(key), client_ca=str(certs.ca_crt))
+    settings = Settings(kubeconfig="kubeconfig", tls_cert=str(cert), tls_key=str(key), client_ca=str(certs.ca_crt),
+                        request_timeout=7)
     app = create_app(Settings())
     app.state.listeners.update(verbs=app, debug=app)           # as create_app keeps them apart in a cluster
     listening = servers(app, settings)
     assert len(listening) == 3 and all(server.config.timeout_keep_alive > 90 for server in listening)
+    # and every listener closes a connection whose request does not arrive within --request-timeout (issue 40)
+    assert all(issubclass(server.config.http, TimedHttpProtocol) and server.config.http.request_timeout == 7
+               for server in listening)

@@ -25,6 +25,7 @@ from app.kube import KubeApi, KubeSource
 from app.state import POD_KIND
 from controlplane import ControlPlane, write_kubeconfig
 from grouper.expand import expand_pods
+from secretvolume import SecretVolume
 from service import REPO, Extender, ReadyProxy
 
 MANIFESTS = REPO / "manifests" / "base"
@@ -118,8 +119,10 @@ class PodSinks:
 
 class E2ECluster:
     def __init__(self, plane: ControlPlane, replicas: int = 1, extender_args: tuple[str, ...] = (),
-                 direct: bool = False):
+                 direct: bool = False, secret_volumes: bool = False):
         self.plane = plane
+        # the certificates as mounted Secrets (tests/e2e/secretvolume.py), which a test may renew in place
+        self.secret_volumes = secret_volumes
         self.api = kube_config.new_client_from_config(config_file=str(plane.admin_kubeconfig))
         self.core = k8s.CoreV1Api(self.api)
         self.custom = k8s.CustomObjectsApi(self.api)
@@ -140,15 +143,25 @@ class E2ECluster:
         kubeconfig = write_kubeconfig(plane.folder / "tas-extender.kubeconfig", plane.server,
                                       plane.certs.ca_crt, token=token)
         serving = plane.certs.issue("tas-extender", "/CN=tas-extender", server=True)
-        self.extender = Extender(plane.folder, kubeconfig, serving, plane.certs.ca_crt, self.replicas,
+        client_ca = plane.certs.ca_crt
+        # kube-scheduler's client certificate for the verbs (manifests/: the Secret tas-scheduler-client-tls)
+        self.scheduler_client = plane.certs.issue("tas-scheduler-extender-client", "/CN=tas-scheduler")
+        if self.secret_volumes:
+            self.serving_secret = SecretVolume(plane.folder / "tas-extender-tls", {
+                "tls.crt": serving[0].read_bytes(), "tls.key": serving[1].read_bytes(), "ca.crt": ca_pem})
+            self.client_secret = SecretVolume(plane.folder / "tas-scheduler-client-tls", {
+                "tls.crt": self.scheduler_client[0].read_bytes(), "tls.key": self.scheduler_client[1].read_bytes(),
+                "ca.crt": ca_pem})
+            serving = self.serving_secret.path("tls.crt"), self.serving_secret.path("tls.key")
+            client_ca = self.serving_secret.path("ca.crt")
+            self.scheduler_client = self.client_secret.path("tls.crt"), self.client_secret.path("tls.key")
+        self.extender = Extender(plane.folder, kubeconfig, serving, client_ca, self.replicas,
                                  self.extender_args)
         self.proxy = ReadyProxy(self.extender)
         self.verbs_proxy = ReadyProxy(self.extender, port_of=lambda replica: replica.verbs_port)
         first = self.extender.replicas[0]
         self.url = f"https://127.0.0.1:{first.port if self.direct else self.proxy.port}"
         self.verbs_url = f"https://127.0.0.1:{first.verbs_port if self.direct else self.verbs_proxy.port}"
-        # kube-scheduler's client certificate for the verbs (manifests/: the Secret tas-scheduler-client-tls)
-        self.scheduler_client = plane.certs.issue("tas-scheduler-extender-client", "/CN=tas-scheduler")
         self.extender.start_all()
         self.apply([webhook_config(self.url, ca_pem)])
         plane.start_scheduler("tas-scheduler", scheduler_config(self.verbs_url, ca_pem, self.scheduler_client))

@@ -37,6 +37,17 @@ def gates_from_env() -> bool:
 ADMISSION_PLUGINS = "Priority,LimitRanger,ExtendedResourceToleration,MutatingAdmissionWebhook"
 
 
+def scheduler_verbosity() -> list[str]:
+    """kube-scheduler's log level from TAS_E2E_SCHEDULER_V (0-10; unset: its default): -v=5 names the queue
+    a pod is moved to and why, for a pod that waits with no attempt."""
+    value = os.environ.get("TAS_E2E_SCHEDULER_V", "")
+    if not value:
+        return []
+    if not value.isdigit() or int(value) > 10:
+        raise ValueError(f"TAS_E2E_SCHEDULER_V={value!r} is invalid; valid: an integer from 0 to 10")
+    return [f"-v={value}"]
+
+
 def find_binaries() -> tuple[dict[str, Path], str | None]:
     """Each binary's path, or the reason the control plane cannot run here."""
     folders = [os.environ.get(name) for name in ("TAS_K8S_ASSETS", "KUBEBUILDER_ASSETS")]
@@ -249,7 +260,7 @@ class ControlPlane:
         scheduler = start(name, [
             self.binaries["kube-scheduler"], "--config", path, "--bind-address", "127.0.0.1",
             "--secure-port", port, "--authentication-kubeconfig", kubeconfig,
-            "--authorization-kubeconfig", kubeconfig, *self._gate_args()], self.folder)
+            "--authorization-kubeconfig", kubeconfig, *self._gate_args(), *scheduler_verbosity()], self.folder)
         scheduler.port = port
         self.processes.append(scheduler)
         context = _self_signed_context()

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from ...logs import fields, get_logger
 from ...scheduling import GangScheduler
@@ -101,6 +102,8 @@ def endpoints(prefix: str) -> dict:
                 service.metrics.errors.labels(verb).inc()
                 log.warning("bad request", extra=fields(verb=verb, error=str(err)))
                 return _error_answer(verb, str(err))
+            except ClientDisconnect:
+                raise                    # nobody to answer (app.http.direct)
             except Exception as err:     # never let one request take the process down
                 service.metrics.errors.labels(verb).inc()
                 log.exception("request failed", extra=fields(verb=verb))

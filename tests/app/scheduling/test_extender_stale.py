@@ -3,9 +3,10 @@ after its grace period, so that its replacements are planned again as one gang."
 from __future__ import annotations
 
 import pytest
-from service_helpers import Clock, engine, indexed_job, job_pods, make_client, schedule, service
+from service_helpers import Clock, engine, filter_, indexed_job, job_pods, make_client, schedule, service
 
 from grouper.staleness import GRACE_ANNOTATION, grace_period, parse_duration
+from app.scheduling.wakeups import WAKE_ANNOTATION
 from app.state import POD_KIND
 from topology.groups import Group, Slot
 
@@ -219,3 +220,73 @@ def test_a_grace_period_that_is_not_a_number_of_seconds_is_refused_naming_the_se
     with pytest.raises(ValidationError) as refused:
         Settings(staleness_grace_period=value)
     assert describe_errors(refused.value).startswith("staleness_grace_period: Input should be a finite number")
+
+
+def parked(bound: int = 5, asked: int = 6, **settings):
+    """half_bound, and kube-scheduler asked about the pods after the bound ones (up to `asked`) once, before
+    the gang turned stale, and never again: as a member parked in its queue."""
+    clock, client, state, pods = half_bound(bound=bound, **settings)
+    for pod in pods[bound:asked]:
+        filter_(client, pod)
+    clock.now += 1
+    return clock, client, state, pods
+
+
+def woken(state, pod) -> bool:
+    stored = state.find_pod("team-a", pod["metadata"]["name"])
+    return WAKE_ANNOTATION in (stored["metadata"].get("annotations") or {})
+
+
+def test_a_member_kube_scheduler_stopped_asking_about_is_woken_as_its_gang_turns_stale():
+    """Before any eviction: the wake annotation (a pod update) requeues a member kube-scheduler parked."""
+    clock, client, state, pods = parked()
+    assert engine(client).stale.evict_due() == []
+    assert woken(state, pods[5])
+    assert not any(woken(state, pod) for pod in pods[6:])            # never asked about: not a known member
+    assert any("stale: woke team-a/llama-5" in note for note in state.plans.get(GANG).notes)
+    assert state.metrics.registry.get_sample_value("tas_extender_wakeups_total") == 1
+    clock.now += 61                                                     # woken, and still did not come
+    assert engine(client).stale.evict_due() == [GANG]
+
+
+def test_a_member_that_was_not_woken_holds_the_eviction_until_its_grace_runs_from_its_wake_up(monkeypatch):
+    clock, client, state, pods = parked()
+    writer = engine(client).writer
+    annotate = writer.annotate_pod
+    monkeypatch.setattr(writer, "annotate_pod", lambda *args: (_ for _ in ()).throw(RuntimeError("API down")))
+    assert engine(client).stale.evict_due() == []
+    clock.now += 61
+    assert engine(client).stale.evict_due() == []                     # never the first answer to llama-5
+    monkeypatch.setattr(writer, "annotate_pod", annotate)
+    clock.now += 1
+    assert engine(client).stale.evict_due() == [] and woken(state, pods[5])
+    clock.now += 59
+    assert engine(client).stale.evict_due() == []
+    clock.now += 2
+    assert engine(client).stale.evict_due() == [GANG]
+
+
+def test_a_woken_member_that_came_and_was_refused_holds_nothing():
+    clock, client, state, pods = parked()
+    engine(client).stale.evict_due()
+    clock.now += 10
+    filter_(client, pods[5])                                            # it came: kube-scheduler asked again
+    clock.now += 51
+    assert engine(client).stale.evict_due() == [GANG]
+
+
+def test_a_member_woken_at_once_comes_and_the_gang_completes():
+    clock, client, state, pods = parked(asked=8)
+    engine(client).stale.evict_due()
+    assert all(woken(state, pod) for pod in pods[5:])
+    for pod in pods[5:]:
+        schedule(client, pod)
+    clock.now += 120
+    assert engine(client).stale.evict_due() == [] and len(state.bound[GANG]) == 8
+
+
+def test_a_negative_grace_period_still_wakes_and_never_evicts():
+    clock, client, state, pods = parked(staleness_grace_period=-1)
+    assert engine(client).stale.evict_due() == [] and woken(state, pods[5])
+    clock.now += 3600
+    assert engine(client).stale.evict_due() == []

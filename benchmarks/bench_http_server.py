@@ -1,0 +1,168 @@
+"""The HTTP and TLS server (issue 39's lever): uvicorn (h11/httptools and Python's ssl, on uvloop) against
+granian (HTTP and TLS in Rust, running the same ASGI app), side by side in one run.
+
+    python benchmarks/bench_http_server.py              # 3 alternated rounds of 8 s per server and case
+    python benchmarks/bench_http_server.py --rounds 5 --seconds 15
+
+The service is the real app (`create_app`, the standalone demo) in a process of its own, serving the
+webhook on its TLS port and the verbs on their mutual-TLS port (--client-ca), as in a cluster. The load
+comes from this process as kube-scheduler's Go client sends it: 2 kept-alive connections (Go's
+MaxIdleConnsPerHost), each sending its next request when the last is answered. Figures per case: the
+service process's CPU per request (all its threads, from /proc), and p50/p99 latency as the client sees it
+(the same client for both servers). granian needs `pip install granian` (not a dependency of the service).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+
+POD = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "web", "namespace": "default", "uid": "uid-web"},
+       "spec": {"containers": [{"name": "main", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}
+REVIEW = orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "request": {"uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                                   "resource": {"group": "", "version": "v1", "resource": "pods"},
+                                   "namespace": "default", "operation": "CREATE", "object": POD}})
+FILTER = orjson.dumps({"Pod": POD, "NodeNames": [f"node-{i:02d}" for i in range(1, 33)]})
+CASES = {"webhook (TLS)": ("main", "/mutate", REVIEW), "filter (mutual TLS)": ("verbs", "/scheduler/filter", FILTER)}
+
+
+def serve(server: str, port: int, verbs_port: int, cert: str, key: str, ca: str) -> None:
+    """The child: the service's apps under `server` until killed."""
+    from app.server import create_app
+    from app.settings import Settings
+    settings = Settings(host="127.0.0.1", port=port, verbs_port=verbs_port, tls_cert=cert, tls_key=key,
+                        client_ca=ca, log_level="warning")
+    app = create_app(settings, serving=True)
+    if server == "uvicorn":
+        from app import listeners
+        listeners.run(app, settings)
+        return
+    from granian.constants import Interfaces
+    from granian.server.embed import Server
+
+    import uvloop
+
+    async def main():
+        main_server = Server(app, "127.0.0.1", port, interface=Interfaces.ASGI, ssl_cert=Path(cert),
+                             ssl_key=Path(key), log_level="warning")
+        verbs = Server(app.state.listeners["verbs"], "127.0.0.1", verbs_port, interface=Interfaces.ASGINL,
+                       ssl_cert=Path(cert), ssl_key=Path(key), ssl_ca=Path(ca), ssl_client_verify=True,
+                       log_level="warning")
+        await asyncio.gather(main_server.serve(), verbs.serve())
+    uvloop.run(main())
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load(url: str, body: bytes, context, seconds: float) -> list[float]:
+    """2 kept-alive connections, each sending its next request when the last is answered: latencies."""
+    latencies: list[float] = []
+    stop = time.monotonic() + seconds
+
+    def connection():
+        with httpx.Client(verify=context, http2=False, limits=httpx.Limits(max_connections=1)) as client:
+            client.post(url, content=body, headers={"Content-Type": "application/json"})      # the handshake
+            while time.monotonic() < stop:
+                started = time.perf_counter()
+                answer = client.post(url, content=body, headers={"Content-Type": "application/json"})
+                latencies.append(time.perf_counter() - started)
+                assert answer.status_code == 200, answer.text
+    threads = [threading.Thread(target=connection) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return latencies
+
+
+def start(server: str, files, ports) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, __file__, "--serve", server, *map(str, ports), *map(str, files)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import ssl
+    context = ssl.create_default_context(cafile=str(files[2]))
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            if httpx.get(f"https://127.0.0.1:{ports[0]}/readyz", verify=context).status_code == 200:
+                return process
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline and process.poll() is None, f"{server} did not start"
+        time.sleep(0.2)
+
+
+def measure(rounds: int, seconds: float) -> None:
+    import ssl
+
+    from controlplane import Certificates, free_port
+    folder = Path(tempfile.mkdtemp(prefix="bench-http-"))
+    certs = Certificates(folder)
+    cert, key = certs.issue("serving", "/CN=tas-extender", server=True)
+    client = certs.issue("scheduler", "/CN=tas-scheduler")
+    trust = ssl.create_default_context(cafile=str(certs.ca_crt))
+    mutual = ssl.create_default_context(cafile=str(certs.ca_crt))
+    mutual.load_cert_chain(*map(str, client))
+    results: dict[tuple[str, str], list[tuple[float, float, float, int]]] = {}
+    for round_ in range(rounds):
+        for server in (("uvicorn", "granian") if round_ % 2 == 0 else ("granian", "uvicorn")):
+            ports = (free_port(), free_port())
+            process = start(server, (cert, key, certs.ca_crt), ports)
+            try:
+                for case, (listener, path, body) in CASES.items():
+                    port = ports[0] if listener == "main" else ports[1]
+                    url = f"https://127.0.0.1:{port}{path}"
+                    load(url, body, trust if listener == "main" else mutual, 1.0)           # warm up
+                    before = cpu_seconds(process.pid)
+                    latencies = load(url, body, trust if listener == "main" else mutual, seconds)
+                    cpu = cpu_seconds(process.pid) - before
+                    latencies.sort()
+                    results.setdefault((case, server), []).append(
+                        (cpu / len(latencies) * 1e3, latencies[len(latencies) // 2] * 1e3,
+                         latencies[int(len(latencies) * 0.99)] * 1e3, len(latencies)))
+            finally:
+                process.kill()
+                process.wait()
+    print(f"{rounds} rounds x {seconds:g} s per server and case, servers alternated; medians over rounds")
+    print(f"{'case':22} {'server':8} {'CPU ms/req':>10} {'p50 ms':>7} {'p99 ms':>7} {'req/s':>7}")
+    for (case, server), rows in results.items():
+        cpu, p50, p99 = (statistics.median(r[i] for r in rows) for i in range(3))
+        rate = statistics.median(r[3] for r in rows) / seconds
+        print(f"{case:22} {server:8} {cpu:10.3f} {p50:7.2f} {p99:7.2f} {rate:7.0f}")
+    for case in CASES:
+        u, g = (statistics.median(r[0] for r in results[(case, s)]) for s in ("uvicorn", "granian"))
+        print(f"verdict {case}: granian's CPU per request is {g / u:.2f}x uvicorn's")
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
+        server, port, verbs_port, cert, key, ca = sys.argv[2:8]
+        serve(server, int(port), int(verbs_port), cert, key, ca)
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    args = parser.parse_args()
+    measure(args.rounds, args.seconds)
+
+
+if __name__ == "__main__":
+    main()
