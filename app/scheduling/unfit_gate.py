@@ -75,8 +75,8 @@ class UnfitGangs:
         if not self.enabled or scheduler_name not in self.state.settings.scheduler_names:
             return False
         tree = _admitted(identity, pod)
-        if tree is None or identity.gang in self._fitted:      # one plan per gang, not one per member
-            return False
+        if tree is None or identity.gang in self._fitted or self.state.stale:   # one plan per gang; a model
+            return False                                                          # awaiting a rebuild: unknown
         if not self.state.lock.acquire(timeout=LOCK_WAIT):
             return False
         try:
@@ -176,6 +176,7 @@ class UnfitGangs:
             return f"gated for {bound:g}s"
         if gated.tree is None:
             return "not a gang"
+        self.state.refresh()                     # nodes added or changed: the model is rebuilt first
         with self.state.lock:
             if gated.refused is not None and still_refused(self.state, gated.refused, gated.tree):
                 return None                      # nothing changed that could make it fit: no planning
