@@ -42,7 +42,7 @@ SWEEP_PERIOD = 5.0        # seconds between full scans of the watched pods for o
 
 @dataclass
 class _Gated:
-    tree: GroupTree | None = None
+    group_tree: GroupTree | None = None
     pods: dict[str, float] = field(default_factory=dict)     # namespace/name -> when first seen gated
     refused: GangPlan | None = None                           # the refusal the gate stands on
 
@@ -88,7 +88,7 @@ class UnfitGangs:
         elif not dry_run:
             with self._lock:
                 gated = self._gangs.setdefault(identity.gang, _Gated())
-                gated.tree, gated.refused = tree, refused
+                gated.group_tree, gated.refused = tree, refused
                 gated.pods.setdefault(pod_key(pod), self.clock())
         return refused is not None
 
@@ -161,7 +161,7 @@ class UnfitGangs:
             for key, ident, pod in found:
                 gang = ident.gang if ident is not None else key     # no gang (any more): lifted alone
                 record = self._gangs.setdefault(gang, _Gated())
-                record.tree = record.tree or (_admitted(ident, pod) if ident is not None else None)
+                record.group_tree = record.group_tree or (_admitted(ident, pod) if ident is not None else None)
                 record.pods.setdefault(key, now)
             present = {key for key, _, _ in found}
             for gang, record in list(self._gangs.items()):      # gone, bound or un-gated by someone else
@@ -174,13 +174,13 @@ class UnfitGangs:
         bound = self.state.settings.gate_unfit_bound
         if gated.pods and self.clock() - min(gated.pods.values()) >= bound:
             return f"gated for {bound:g}s"
-        if gated.tree is None:
+        if gated.group_tree is None:
             return "not a gang"
         self.state.refresh()                     # nodes added or changed: the model is rebuilt first
         with self.state.lock:
-            if gated.refused is not None and still_refused(self.state, gated.refused, gated.tree):
+            if gated.refused is not None and still_refused(self.state, gated.refused, gated.group_tree):
                 return None                      # nothing changed that could make it fit: no planning
-            refused = self._refused_now(gang, gated.tree)
+            refused = self._refused_now(gang, gated.group_tree)
         if refused is None:
             return "it may fit now"
         gated.refused = refused
