@@ -17,7 +17,7 @@ log = get_logger(__name__)
 def load_into(state: ServiceState, objects: ClusterObjects | Iterable[Mapping]) -> None:
     """Feed every object as the first full sync of a source would, then mark the state synced."""
     if isinstance(objects, ClusterObjects):
-        objects = objects.nodes + objects.pods + objects.topologies + objects.other
+        objects = objects.nodes + objects.pods + objects.topologies + objects.devices + objects.other
     by_kind: dict[WatchedKind, list[Mapping]] = {}
     for obj in objects:
         by_kind.setdefault(kind_of(obj), []).append(obj)

@@ -60,6 +60,7 @@ class _StateCollector:
             reservations = self.state.plans.reservation_count()
             nodes = len(self.state.cluster.nodes)
             whole_free, largest = self.fragmentation.get(self.state)
+            class_errors = dict(self.state.cluster.devices.errors)
         gangs = GaugeMetricFamily("tas_extender_gangs", "Gangs known to the service, by status", labels=["status"])
         for status, count in sorted(counts.items()):
             gangs.add_metric([status], count)
@@ -79,3 +80,9 @@ class _StateCollector:
         for topology, level, shape, pods in largest:
             fits.add_metric([topology, level, shape], pods)
         yield fits
+        skipped = GaugeMetricFamily("tas_extender_dra_class_errors",
+                                    "DeviceClasses skipped because a CEL selector fails to compile or evaluate "
+                                    "(GET /debug/dra names the error)", labels=["deviceclass"])
+        for name in sorted(class_errors):
+            skipped.add_metric([name], 1)
+        yield skipped

@@ -30,6 +30,16 @@ NATIVE_KINDS: tuple[WatchedKind, ...] = (
     WatchedKind("scheduling.k8s.io", "v1alpha3", "compositepodgroups", "CompositePodGroup", True),
 )
 
+# Dynamic Resource Allocation (v1 GA in Kubernetes v1.34; the first version served wins, none is watched
+# where the API server serves none).
+DRA_KINDS: tuple[WatchedKind, ...] = tuple(
+    WatchedKind("resource.k8s.io", version, plural, kind, namespaced)
+    for plural, kind, namespaced in (("deviceclasses", "DeviceClass", False),
+                                     ("resourceslices", "ResourceSlice", False),
+                                     ("resourceclaims", "ResourceClaim", True),
+                                     ("resourceclaimtemplates", "ResourceClaimTemplate", True))
+    for version in ("v1", "v1beta2", "v1beta1"))
+
 # What the service watches besides the workload kinds: the cluster (nodes, pods, topologies) and what
 # preemption and priorities read.
 CLUSTER_KINDS: tuple[WatchedKind, ...] = (
@@ -50,7 +60,7 @@ def _all_kinds() -> tuple[WatchedKind, ...]:
     """The cluster kinds, every registered workload kind's (grouper/kinds/), the policy kinds, then the
     native gangs (Kubernetes v1.36 alpha, v1.37 beta: the first version served wins, none is watched when the
     API server serves none, i.e. the feature gates are off)."""
-    return (*CLUSTER_KINDS, *registered_kinds(), *POLICY_KINDS, *NATIVE_KINDS)
+    return (*CLUSTER_KINDS, *registered_kinds(), *POLICY_KINDS, *NATIVE_KINDS, *DRA_KINDS)
 
 
 # Everything the service watches (plus Settings.extra_kinds), as registered at start. Kinds whose CRD is not

@@ -11,7 +11,7 @@ command -v uv >/dev/null || { echo "error: uv is required (pip install uv)" >&2;
 fingerprint=$(python3 -c 'import sys; sys.path.insert(0, "tests"); import lockfile; print(lockfile.fingerprint())')
 build_requires=$(python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
 body=$(printf '%s\n' "$build_requires" | uv pip compile pyproject.toml - --generate-hashes --no-header --quiet \
-  --python-version "$PYTHON_VERSION" --python-platform x86_64-manylinux_2_28 --index-url https://pypi.org/simple)
+  --python-version "$PYTHON_VERSION" --python-platform x86_64-manylinux_2_28)
 {
   echo "# requirements.lock: what the service image installs, pinned with hashes (pip install --require-hashes)."
   echo "# Regenerate with scripts/lock.sh after changing pyproject's dependencies or build requirements."

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .capacity import Capacity
+from .dra import DeviceModel
 from .nodes import NodeInfo, PodPlacementRules
 from .objects import ClusterObjects
 from .resources import BASE_RESOURCES, ResourceIndex, pod_requests
@@ -36,15 +37,28 @@ class Cluster:
     """Nodes in a fixed order with their matrices and trees. Pod and reservation changes are
     incremental; node set or label changes need a new Cluster."""
 
-    def __init__(self, nodes: Iterable[NodeInfo], topology_objects: Iterable[Mapping] = ()):
+    def __init__(self, nodes: Iterable[NodeInfo], topology_objects: Iterable[Mapping] = (),
+                 devices: DeviceModel | None = None):
         self.nodes: list[NodeInfo] = sorted(nodes, key=lambda n: n.name)
         self.node_index = {node.name: i for i, node in enumerate(self.nodes)}
         self.node_names = [node.name for node in self.nodes]
-        self.resources = ResourceIndex(name for node in self.nodes for name in node.allocatable)
+        self.devices = devices or DeviceModel()
+        dra_total = [self._dra_columns(node, self.devices.counts(node.name)) for node in self.nodes]
+        self.resources = ResourceIndex([name for node in self.nodes for name in node.allocatable]
+                                       + [name for counts in dra_total for name in counts])
         allocatable = np.zeros((len(self.nodes), len(self.resources)), dtype=np.int64)
         for column, resource in enumerate(self.resources.names):
-            allocatable[:, column] = [n.allocatable.get(resource, 0) for n in self.nodes]
+            allocatable[:, column] = [n.allocatable.get(resource, 0) + dra.get(resource, 0)
+                                      for n, dra in zip(self.nodes, dra_total)]
         self.capacity = Capacity(allocatable)
+        # per node, the DRA-counted columns (a bound pod's request of them is its claim's devices, counted
+        # from the claim) and the devices allocated to claims, as a row
+        self.dra_columns = np.zeros_like(allocatable, dtype=bool)
+        for i, counts in enumerate(dra_total):
+            self.dra_columns[i, [self.resources.column[name] for name in counts]] = True
+        self.dra_used = np.zeros_like(allocatable)
+        if self.devices.allocated:
+            self.claims_changed(range(len(self.nodes)))
         self.topology_objects = list(topology_objects)
         self.topologies = build_trees(self.topology_objects, self.nodes)
         self.pods: dict[str, Usage] = {}
@@ -54,9 +68,32 @@ class Cluster:
         self.apart: dict[str, str] = {}
         self._base_usable = self._compute_base_usable()
 
+    def _dra_columns(self, node: NodeInfo, counts: Mapping[str, int]) -> dict[str, int]:
+        """A node's DRA columns from its class counts: one per class, and the extended resource a class
+        serves where the node's allocatable lacks it (where it has it, the device plugin serves it)."""
+        columns = dict(counts)
+        for name, resource in self.devices.extended_resources().items():
+            if name in counts and resource not in node.allocatable:
+                columns[resource] = columns.get(resource, 0) + counts[name]
+        return columns
+
+    def claims_changed(self, nodes: Iterable[int]) -> None:
+        """Apply the model's allocated devices to these nodes' DRA columns (after a claim event)."""
+        for i in nodes:
+            node = self.nodes[i]
+            total = self._dra_columns(node, self.devices.counts(node.name))
+            free = self._dra_columns(node, self.devices.counts(node.name, self.devices.allocated))
+            used = self.resources.vector({name: total[name] - free.get(name, 0) for name in total})
+            self.capacity.use(i, used - self.dra_used[i])
+            self.dra_used[i] = used
+
     @classmethod
     def from_objects(cls, objects: ClusterObjects) -> "Cluster":
-        cluster = cls((NodeInfo.from_object(n) for n in objects.nodes), objects.topologies)
+        nodes = [NodeInfo.from_object(n) for n in objects.nodes]
+        dra = {kind: [o for o in objects.devices if o.get("kind") == kind]
+               for kind in ("DeviceClass", "ResourceSlice", "ResourceClaim")}
+        devices = DeviceModel(dra["DeviceClass"], dra["ResourceSlice"], dra["ResourceClaim"], nodes)
+        cluster = cls(nodes, objects.topologies, devices)
         for pod in objects.pods:
             cluster.add_pod(pod)
         return cluster
@@ -75,6 +112,7 @@ class Cluster:
             request = self.resources.vector(pod_requests(pod["spec"]))
         except ValueError as err:
             raise ValueError(f"Pod {key}: {err}") from err
+        request[self.dra_columns[node]] = 0        # its devices are counted from its allocated claims
         self.pods[key] = Usage(node, request)
         self.capacity.use(node, request)
         return True

@@ -155,3 +155,78 @@ def _fleet_job(name: str, namespace: str, pods: int, segment: int) -> dict:
                      "spec": {"containers": [{"name": "trainer", "image": "trainer:latest",
                                               "resources": {"limits": {GPU: "8"}}}]}}},
     }
+
+
+# ---- GPUs published through Dynamic Resource Allocation (resource.k8s.io/v1), as NVIDIA's DRA driver does ----
+
+DRA_DRIVER = "gpu.nvidia.com"
+DRA_GPU_CLASS = {
+    "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+    "spec": {"selectors": [{"cel": {"expression":
+                                    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],
+             "extendedResourceName": GPU},
+}
+DRA_MIG_CLASS = {
+    "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "mig.nvidia.com"},
+    "spec": {"selectors": [{"cel": {"expression":
+                                    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"}}]},
+}
+MIG_SLICES = 7                          # memory slices of an H100's counter set; a 1g.10gb instance takes one
+
+
+def _gpu_device(node: str, index: int, partitioned: bool) -> dict:
+    device = {"name": f"gpu-{index}", "attributes": {
+        "type": {"string": "gpu"}, "uuid": {"string": f"GPU-{node}-{index}"},
+        "productName": {"string": "NVIDIA H100 80GB HBM3"}, "architecture": {"string": "Hopper"},
+        "index": {"int": index}, "cudaComputeCapability": {"version": "9.0.0"},
+        "driverVersion": {"version": "580.65.6"},
+        "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{index // 4:02x}"}},
+        "capacity": {"memory": {"value": "80Gi"}}}
+    if partitioned:
+        device["consumesCounters"] = [{"counterSet": f"gpu-{index}-counter-set", "counters": {
+            f"memorySlice{s}": {"value": "1"} for s in range(MIG_SLICES)}}]
+    return device
+
+
+def _mig_device(node: str, gpu: int, slot: int) -> dict:
+    return {"name": f"gpu-{gpu}-mig-1g10gb-{slot}", "attributes": {
+        "type": {"string": "mig"}, "profile": {"string": "1g.10gb"}, "parentUUID": {"string": f"GPU-{node}-{gpu}"},
+        "productName": {"string": "NVIDIA H100 80GB HBM3"}, "index": {"int": gpu}},
+        "capacity": {"memory": {"value": "10Gi"}},
+        "consumesCounters": [{"counterSet": f"gpu-{gpu}-counter-set",
+                              "counters": {f"memorySlice{slot}": {"value": "1"}}}]}
+
+
+def dra_slice(node: str, gpus: int = 8, mig: bool = False, generation: int = 1) -> dict:
+    """The one ResourceSlice of a node's GPUs (with `mig`: each GPU partitionable into 1g.10gb instances
+    that share its counter set, so one allocated instance makes the whole GPU not free)."""
+    devices = [_gpu_device(node, i, mig) for i in range(gpus)]
+    spec: dict = {"driver": DRA_DRIVER, "nodeName": node,
+                  "pool": {"name": node, "generation": generation, "resourceSliceCount": 1}}
+    if mig:
+        devices += [_mig_device(node, i, s) for i in range(gpus) for s in range(MIG_SLICES)]
+        spec["sharedCounters"] = [{"name": f"gpu-{i}-counter-set", "counters": {
+            f"memorySlice{s}": {"value": "1"} for s in range(MIG_SLICES)}} for i in range(gpus)]
+    spec["devices"] = devices
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{DRA_DRIVER}"}, "spec": spec}
+
+
+def dra_node(node: dict) -> dict:
+    """The node as a DRA driver leaves it: no nvidia.com/gpu in allocatable or capacity."""
+    for part in ("allocatable", "capacity"):
+        node["status"][part].pop(GPU, None)
+    return node
+
+
+def dra_claim(name: str, namespace: str, node: str, devices: list[str], request: str = "gpu") -> dict:
+    """A ResourceClaim allocated on `node` (as kube-scheduler's DynamicResources plugin writes it)."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"claim-{namespace}-{name}"},
+            "spec": {"devices": {"requests": [{"name": request, "exactly": {
+                "deviceClassName": "gpu.nvidia.com", "count": len(devices)}}]}},
+            "status": {"allocation": {
+                "devices": {"results": [{"request": request, "driver": DRA_DRIVER, "pool": node, "device": d}
+                                        for d in devices]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}}

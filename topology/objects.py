@@ -17,6 +17,9 @@ TOPOLOGY_KINDS = {
 }
 
 
+DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
+
+
 class ObjectsError(ValueError):
     """Text that does not hold Kubernetes objects."""
 
@@ -83,6 +86,11 @@ def api_group(obj: dict) -> str:
     return group_of(obj.get("apiVersion", "") or "")
 
 
+def is_dra(obj: dict) -> bool:
+    """A resource.k8s.io DeviceClass, ResourceSlice, ResourceClaim or ResourceClaimTemplate."""
+    return api_group(obj) == "resource.k8s.io" and obj.get("kind") in DRA_KINDS
+
+
 def is_topology(obj: dict) -> bool:
     return (api_group(obj), obj.get("kind")) in TOPOLOGY_KINDS
 
@@ -94,6 +102,7 @@ class ClusterObjects:
     nodes: list[dict] = field(default_factory=list)
     pods: list[dict] = field(default_factory=list)
     topologies: list[dict] = field(default_factory=list)
+    devices: list[dict] = field(default_factory=list)     # resource.k8s.io: classes, slices, claims, templates
     other: list[dict] = field(default_factory=list)
 
     @classmethod
@@ -107,6 +116,8 @@ class ClusterObjects:
                 sorted_objects.pods.append(obj)
             elif is_topology(obj):
                 sorted_objects.topologies.append(obj)
+            elif is_dra(obj):
+                sorted_objects.devices.append(obj)
             else:
                 sorted_objects.other.append(obj)
         return sorted_objects

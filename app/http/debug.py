@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from topology.objects import ObjectsError, parse_objects
 
 from topology.nodes import NodeInfo
+from topology.tree import HOSTNAME_LABEL
 
 from topology.fragmentation import ShapeError
 
@@ -25,6 +26,7 @@ from ..scheduling.whatif import whatif as advice_for
 from ..state.objects import metadata_problem, pod_shape_problem
 from ..state.plans import GANG_REFUSED
 from ..object_types import type_problem
+from .query_errors import ClearParameterErrors
 from .ui import tree_data
 
 
@@ -37,7 +39,7 @@ def node_problem(obj: dict) -> str | None:
     return None
 from ..state import ServiceState, kind_of
 
-router = APIRouter(tags=["debug"])
+router = APIRouter(tags=["debug"], route_class=ClearParameterErrors)
 probes = APIRouter(tags=["health"])      # on the main port in every mode (app/listeners.py)
 GZIP_PATHS = ("/debug/", "/ui", "/metrics")      # read by people and tools; never the extender's hot verbs
 
@@ -173,6 +175,26 @@ def _object_problem(obj: dict) -> tuple[int, str] | None:
     return (status, problem) if problem else None
 
 
+@router.get("/debug/dra", summary="DRA devices: classes counted, classes skipped (CEL errors), free devices")
+def dra(request: Request) -> dict:
+    """Per DeviceClass the extended resource it serves and its devices in the cluster (all, free); the
+    classes skipped with the error of their CEL selector; ResourceSlice problems."""
+    state = request.app.state.service
+    with state.lock:
+        cluster = state.cluster
+        devices = cluster.devices
+        classes = {}
+        for name in sorted(devices.classes):
+            column = cluster.resources.column.get(name)
+            classes[name] = {
+                "extendedResourceName": devices.classes[name].extended_resource,
+                "error": devices.errors.get(name),
+                "devices": int(cluster.capacity.allocatable[:, column].sum()) if column is not None else 0,
+                "free": int(cluster.capacity.free[:, column].clip(0).sum()) if column is not None else 0}
+        return {"classes": classes, "pools": len(devices.pools), "allocatedDevices": len(devices.allocated),
+                "sliceProblems": list(devices.problems)}
+
+
 @router.get("/debug/topology", summary="The topologies: levels, domain counts, member nodes, fragmentation")
 def topologies(request: Request,
                shape: list[str] | None = Query(None, description="pod shapes for the largest gang that fits, "
@@ -250,7 +272,7 @@ def _tree_cache(request: Request) -> tree_data.TreeCache:
     return state.tree_cache
 
 
-@router.get("/debug/search", summary="Find nodes, gangs, workloads, namespaces and pods by name (for the page)")
+@router.get("/debug/search", summary="Find domains, nodes, gangs, workloads, namespaces and pods by name (for the page)")
 def search(request: Request, q: str = Query(..., min_length=1, description="part of a name, case-insensitive"),
            topology: str | None = Query(None, description="give each node's domain path in this topology "
                                                           "(default: every topology, in `paths`)"),
@@ -269,6 +291,7 @@ def search(request: Request, q: str = Query(..., min_length=1, description="part
             first = next((path for path in paths.values() if path), [])
             return {"path": first, "paths": paths}
 
+        domains = _domains_named(trees, needle, limit)
         nodes = []
         for index, node in enumerate(cluster.nodes):
             if needle in node.name.lower() and len(nodes) < limit:
@@ -280,7 +303,25 @@ def search(request: Request, q: str = Query(..., min_length=1, description="part
         for key, usage in cluster.pods.items():
             if needle in key.lower() and len(pods) < limit:
                 pods.append({"pod": key, "node": cluster.node_names[usage.node], **where(usage.node)})
-    return {"query": q, "nodes": nodes, "gangs": gangs, "pods": pods}
+    return {"query": q, "domains": domains, "nodes": nodes, "gangs": gangs, "pods": pods}
+
+
+def _domains_named(trees, needle: str, limit: int) -> list[dict]:
+    """Domains of every level whose own name holds `needle` (a host level's domains are the nodes, found
+    as nodes); `path`: the ids from the top level down to the domain's own."""
+    found = []
+    for tree in trees:
+        for level, info in enumerate(tree.levels):
+            if info.key == HOSTNAME_LABEL:
+                continue
+            for domain_id in tree.domain_ids[level]:
+                if needle in domain_id.rsplit("/", 1)[-1].lower():
+                    parts = domain_id.split("/")
+                    found.append({"domain": domain_id, "level": info.display, "topology": tree.name,
+                                  "path": ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]})
+                    if len(found) == limit:
+                        return found
+    return found
 
 
 def _path(tree, node: int) -> list[str]:

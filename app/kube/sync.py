@@ -5,8 +5,9 @@ Per resource (one background thread each):
   2. watch from the list's resourceVersion and hand each event to `sink.apply` (bookmarks advance the version);
   3. a 410 Gone (expired version, as a watch ERROR event or an HTTP status) relists; other failures retry
      the watch from the last version seen, after an exponential backoff with jitter;
-  4. a resource the server does not serve (404: its CRD is not installed) is skipped with one log line and
-     re-checked every `absent_recheck` seconds.
+  4. a resource the server does not serve (404: its CRD is not installed, resource.k8s.io switched off) is
+     skipped and re-checked every `absent_recheck` seconds; once every resource of its API group has been
+     tried, one log line names those of the group that are not served (one line for resource.k8s.io's four).
 Versions of one resource (Kueue's Topology v1beta2 and v1beta1) are alternatives: the first one served wins.
 `sink.synced()` is called once, when every resource has been listed (or found absent) once.
 """
@@ -73,6 +74,14 @@ def _families(kinds: Iterable[WatchedKind]) -> dict[str, list[WatchedKind]]:
     return families
 
 
+def _groups(families: Mapping[str, list[WatchedKind]]) -> dict[str, set[str]]:
+    """The resource names (plural.group) of each API group."""
+    groups: dict[str, set[str]] = {}
+    for name, versions in families.items():
+        groups.setdefault(versions[0].group, set()).add(name)
+    return groups
+
+
 def _complete(kind: WatchedKind, obj: dict) -> dict:
     """Built-in list items come without apiVersion/kind; managedFields are large and never read."""
     obj.setdefault("apiVersion", kind.api_version)
@@ -101,6 +110,8 @@ class KubeSource:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._failures_logged: dict[str, float] = {}     # failure text -> when it was last logged
+        self._untried = {group: set(names) for group, names in _groups(self._families).items()}
+        self._absent: dict[str, tuple[set, set]] = {}    # API group -> (plurals, versions tried) not served
 
     # ---- lifecycle
     def start(self) -> None:
@@ -193,15 +204,33 @@ class KubeSource:
                 continue
             if was_absent:
                 log.info("%s: %s is now served", name, kind.api_version)
+            else:
+                self._first_try(name, versions, served=True)
             status.served_version = kind.api_version
             self._mark_listed(name)
             return kind, version
         if not was_absent:
-            log.info("%s: not served by this cluster (%s not installed?); skipped, re-checking every %gs",
-                     name, " / ".join(k.api_version for k in versions), self.absent_recheck)
+            self._first_try(name, versions, served=False)
         status.state, status.served_version = "absent", None
         self._mark_listed(name)
         return None, None
+
+    def _first_try(self, name: str, versions: list[WatchedKind], served: bool) -> None:
+        """Once every resource of an API group has been tried, one log line names those not served."""
+        group = versions[0].group
+        with self._lock:
+            untried = self._untried[group]
+            if name not in untried:
+                return
+            untried.discard(name)
+            if not served:
+                plurals, tried = self._absent.setdefault(group, (set(), set()))
+                plurals.add(versions[0].plural)
+                tried.update(k.api_version for k in versions)
+            plurals, tried = self._absent.get(group, (set(), set())) if not untried else (set(), set())
+        if plurals:
+            log.info("%s: %s not served by this cluster (%s not installed?); skipped, re-checking every %gs",
+                     group or "core", ", ".join(sorted(plurals)), " / ".join(sorted(tried)), self.absent_recheck)
 
     def _list(self, kind: WatchedKind, status: ResourceStatus) -> str:
         status.state = "listing"

@@ -22,6 +22,7 @@ from grouper.names import GANG_ANNOTATION, PODGROUP_KEYS, SLOT_ANNOTATION  # noq
 from grouper.native import scheduling_group
 from grouper.podgroups import is_podgroup
 from topology.cluster import Cluster, is_bound_and_running, pod_key
+from topology.dra import DeviceModel
 from topology.groups import Slot
 from topology.nodes import NodeInfo
 from topology.objects import api_group
@@ -46,6 +47,9 @@ TOPOLOGY_KINDS = {("kai.scheduler", "Topology"), ("kueue.x-k8s.io", "Topology"),
 # A stale model is rebuilt by refresh() (before each verb), or by a timer this long after it went stale, so that gangs on
 # deleted nodes are re-planned (and their pods woken) even when no request reads the model meanwhile.
 STALE_REBUILD_DELAY = 0.2
+DRA_GROUP = "resource.k8s.io"
+DEVICE_KINDS = {(DRA_GROUP, "DeviceClass"), (DRA_GROUP, "ResourceSlice")}     # a change builds a new model
+CLAIM_KIND = (DRA_GROUP, "ResourceClaim")                                       # kept incrementally
 
 
 def kind_of(obj: Mapping) -> WatchedKind:
@@ -153,7 +157,8 @@ class ServiceState:
                 for pod in objects:
                     self._index_podgroup("ADDED", pod)
                 self.workload_pods.replace(objects)
-            if kind.kind in ("Node", "Pod") or (kind.group, kind.kind) in TOPOLOGY_KINDS:
+            if kind.kind in ("Node", "Pod") or (kind.group, kind.kind) in TOPOLOGY_KINDS | DEVICE_KINDS \
+                    or (kind.group, kind.kind) == CLAIM_KIND:
                 self._dirty = True
                 if self.synced_once:
                     self._rebuild()
@@ -182,6 +187,10 @@ class ServiceState:
                 self._index_podgroup(event, obj)
                 self.workload_pods.apply(event, obj)
                 self._on_pod(event, obj)
+            elif (kind.group, kind.kind) == CLAIM_KIND:
+                self._on_claim(before, None if event == "DELETED" else obj)
+            elif (kind.group, kind.kind) in DEVICE_KINDS:
+                self._stale()                   # a driver publishes many slices at once: one rebuild
             elif kind.kind == "Node" or (kind.group, kind.kind) in TOPOLOGY_KINDS:
                 if not self.synced_once:
                     self._dirty = True          # rebuilt once, when the first sync completes
@@ -191,6 +200,25 @@ class ServiceState:
                     self._rebuild()
             else:
                 self._on_workload(kind, event, obj, before)
+
+    def _on_claim(self, before: Mapping | None, after: Mapping | None) -> None:
+        """A ResourceClaim changed: the devices it holds follow, on the nodes of its pools only. Devices a
+        deallocated claim held count as free from this event on, not before."""
+        self.generation += 1
+        if self._dirty or not self.synced_once:
+            self._dirty = True
+            return
+        cluster = self._cluster
+        touched = [cluster.node_index[n] for n in cluster.devices.apply_claim(before, after) if n in cluster.node_index]
+        before_free = cluster.capacity.free[touched].copy()
+        cluster.claims_changed(touched)
+        for i, row in zip(touched, cluster.capacity.free[touched] > before_free):
+            if row.any():
+                self.changes.note_freed(i)
+
+    def _devices(self, nodes: Sequence[NodeInfo]) -> DeviceModel:
+        return DeviceModel(self.objects.list("DeviceClass", DRA_GROUP), self.objects.list("ResourceSlice", DRA_GROUP),
+                           self.objects.list("ResourceClaim", DRA_GROUP), nodes)
 
     def _on_workload(self, kind: WatchedKind, event: EventType, obj: Mapping, before: Mapping | None) -> None:
         """A workload or PodGroup changed: cached refusals may be stale. One deleted or suspended sends no
@@ -272,7 +300,11 @@ class ServiceState:
     def _rebuild(self) -> None:
         nodes = [NodeInfo.from_object(n) for n in self.objects.list("Node")]
         old_names = set(self._cluster.node_names)
-        cluster = Cluster(nodes, self._topology_objects())
+        cluster = Cluster(nodes, self._topology_objects(), self._devices(nodes))
+        for name, error in sorted(cluster.devices.errors.items()):
+            if self._cluster.devices.errors.get(name) != error:
+                log.warning("DeviceClass %s skipped: its devices are not counted: %s", name, error,
+                            extra=fields(deviceclass=name))
         running = [pod for pod in self.objects.list("Pod") if cluster.add_pod(pod)]
         self._cluster = cluster
         for pod in running:

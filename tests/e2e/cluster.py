@@ -242,15 +242,16 @@ class E2ECluster:
                         raise
                     time.sleep(0.3)
 
-    def add_gpu_nodes(self, names_and_domains: dict[str, tuple[str, str, str]], gpus: int = 8,
+    def add_gpu_nodes(self, names_and_domains: dict[str, tuple[str, str, str]], gpus: int | None = 8,
                       cpu: str = "64", memory: str = "512Gi", taint: bool = True,
                       labels: dict[str, str] | None = None) -> None:
-        """Nodes `name -> (zone, block, rack)`, Ready, with `gpus` allocatable and the GPU taint."""
+        """Nodes `name -> (zone, block, rack)`, Ready, with `gpus` allocatable (none at all when None: a node
+        whose GPUs are DRA devices) and the GPU taint."""
         def add(item):
             name, (zone, block, rack) = item
             node_labels = {**(labels or {}), **dict(zip(LEVELS, (zone, block, rack, name)))}
             self.core.create_node(k8s.V1Node(metadata=k8s.V1ObjectMeta(name=name, labels=node_labels)))
-            resources = {"cpu": cpu, "memory": memory, "pods": "110", GPU: str(gpus)}
+            resources = {"cpu": cpu, "memory": memory, "pods": "110", **({GPU: str(gpus)} if gpus is not None else {})}
             self.core.patch_node_status(name, {"status": {
                 "capacity": resources, "allocatable": resources,
                 "conditions": [{"type": "Ready", "status": "True", "reason": "E2E",
@@ -259,6 +260,32 @@ class E2ECluster:
             self.core.patch_node(name, {"spec": {"taints": [GPU_TAINT] if taint else None}})
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(add, names_and_domains.items()))
+
+    def publish_slices(self, node: str, slices: list[dict]) -> None:
+        """A node's ResourceSlices as a DRA driver's kubelet plugin writes them: owned by the Node object, so
+        that they go with it (the garbage collector deletes them when the node is deleted)."""
+        owner = {"apiVersion": "v1", "kind": "Node", "name": node, "uid": self.core.read_node(node).metadata.uid,
+                 "controller": True}
+        for resource_slice in slices:
+            resource_slice["metadata"]["ownerReferences"] = [owner]
+        self.apply(slices)
+
+    def resource(self, plural: str, name: str, namespace: str | None = None) -> dict:
+        """A resource.k8s.io/v1 object as the API server holds it (a dict)."""
+        if namespace:
+            return self.custom.get_namespaced_custom_object(DRA_GROUP, "v1", namespace, plural, name)
+        return self.custom.get_cluster_custom_object(DRA_GROUP, "v1", plural, name)
+
+    def resources(self, plural: str, namespace: str | None = None) -> list[dict]:
+        if namespace:
+            return self.custom.list_namespaced_custom_object(DRA_GROUP, "v1", namespace, plural)["items"]
+        return self.custom.list_cluster_custom_object(DRA_GROUP, "v1", plural)["items"]
+
+    def raw_pod(self, namespace: str, name: str) -> dict:
+        """A pod as the API server returns it, every field kept (the client's models drop fields newer than
+        themselves, such as status.extendedResourceClaimStatus)."""
+        answer = self.core.read_namespaced_pod(name, namespace, _preload_content=False)
+        return json.loads(answer.data)
 
     def set_ready(self, node: str, ready: bool) -> None:
         self.core.patch_node_status(node, {"status": {"conditions": [{
@@ -355,6 +382,7 @@ WORKLOAD_KINDS = "all,tfjobs.kubeflow.org,leaderworkersets.leaderworkerset.x-k8s
 
 
 NATIVE_KINDS = "podgroups.scheduling.k8s.io,workloads.scheduling.k8s.io"
+DRA_GROUP = "resource.k8s.io"
 
 
 def _plural(kind: str) -> str:

@@ -6,12 +6,15 @@ Set TAS_K8S_ASSETS to a folder with etcd, kube-apiserver, kube-controller-manage
 from __future__ import annotations
 
 import itertools
+import os
 import re
 
 import pytest
 
+import dra
 from cluster import E2ECluster
 from controlplane import ControlPlane, find_binaries, gates_from_env
+from workloads import HIGH, LOW
 
 
 def _plane(tmp_path_factory, gates: bool, extra_gates: str = ""):
@@ -63,9 +66,34 @@ def preemption_cluster(tmp_path_factory):
 def cluster(control_plane):
     e2e = E2ECluster(control_plane)
     try:
-        yield e2e.install()
+        e2e.install()
+        if dra_from_env():
+            install_dra_objects(e2e)
+        yield e2e
     finally:
         e2e.stop()
+
+
+def dra_from_env() -> bool:
+    """TAS_E2E_DRA=on: the whole suite runs with DRA objects present from its start (the DRA tests add them
+    only when they run, and leave the classes for the modules after them)."""
+    value = os.environ.get("TAS_E2E_DRA", "off").lower()
+    if value not in ("on", "off"):
+        raise ValueError(f"TAS_E2E_DRA={value!r} is invalid; valid: on, off")
+    return value == "on"
+
+
+def install_dra_objects(e2e: E2ECluster) -> None:
+    """NVIDIA's DeviceClasses, a pool of 8 GPUs on nodes that do not exist (a slice whose nodeSelector matches
+    none) and an unallocated claim: present, yet no test's node gains or loses a GPU."""
+    e2e.apply([dra.device_class(), dra.device_class(dra.MIG_CLASS, dra.MIG_SELECTOR, None)])
+    nowhere = dra.gpu_slice("dra-standby")
+    del nowhere["spec"]["nodeName"]
+    nowhere["spec"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "e2e.example.com/dra-standby", "operator": "In", "values": ["none"]}]}]}
+    e2e.create_namespace("dra-standby")
+    e2e.apply([nowhere])
+    e2e.apply([dra.claim("unallocated", 2)], namespace="dra-standby")
 
 
 _serial = itertools.count(1)
@@ -87,6 +115,14 @@ class TestNamespace:
         self.nodes += list(nodes)
         return list(nodes)
 
+    def add_dra_nodes(self, layout: dict[str, tuple[str, str, str]], slices=None, **kwargs) -> list[str]:
+        """Nodes whose GPUs are DRA devices only: no nvidia.com/gpu in allocatable, no GPU taint, each node's
+        ResourceSlices (`slices(node)`, by default its 8 full GPUs) published as the driver would."""
+        nodes = self.add_nodes(layout, gpus=None, taint=False, **kwargs)
+        for node in nodes:
+            self.cluster.publish_slices(node, (slices or (lambda name: [dra.gpu_slice(name)]))(node))
+        return nodes
+
     def apply(self, *objects: dict) -> None:
         self.cluster.apply(list(objects), namespace=self.name)
 
@@ -102,6 +138,23 @@ def _namespace(cluster, request):
     if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
         print(cluster.extender.logs())
     namespace.close()
+
+
+@pytest.fixture(scope="session")
+def priority_classes(cluster):
+    """PriorityClasses `e2e-high` (1000) and `e2e-low` (10) on the session cluster."""
+    cluster.apply([{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                    "value": value, "description": "end-to-end tests"}
+                   for name, value in ((HIGH, 1000), (LOW, 10))])
+    return HIGH, LOW
+
+
+@pytest.fixture(scope="session")
+def dra_classes(cluster):
+    """NVIDIA's DeviceClasses (gpu.nvidia.com serving nvidia.com/gpu, mig.nvidia.com) on the session cluster.
+    They stay for the rest of the session: the tests after the DRA ones run with DRA objects present."""
+    cluster.apply([dra.device_class(), dra.device_class(dra.MIG_CLASS, dra.MIG_SELECTOR, None)])
+    return cluster
 
 
 @pytest.fixture

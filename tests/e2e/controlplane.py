@@ -28,6 +28,12 @@ NATIVE_GATES = "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadSc
 NATIVE_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
 
 
+# DRA needs nothing on the command line in v1.36 (its feature gate defaults): DynamicResourceAllocation is GA
+# and locked on, DRAExtendedResource (nvidia.com/gpu served by a DeviceClass) and DRAPartitionableDevices (MIG
+# counters) are beta and on, DRAPrioritizedList (firstAvailable) is GA; resource.k8s.io/v1 is served by
+# default. Only DRAWorkloadResourceClaims (a PodGroup's claims) is alpha and off.
+
+
 def gates_from_env() -> bool:
     """Whether the session's control plane runs with the native gates on (TAS_E2E_GATES=on)."""
     value = os.environ.get("TAS_E2E_GATES", "off").lower()

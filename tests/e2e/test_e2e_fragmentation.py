@@ -8,20 +8,10 @@ import ssl
 import time
 import urllib.request
 
-import pytest
-
 from cluster import GPU, TOPOLOGY
-from workloads import BLOCK, container, distinct, indexed_job, topology
+from workloads import BLOCK, HIGH, LOW, container, distinct, indexed_job, topology
 
-HIGH, LOW = "e2e-high", "e2e-low"
 TWO_BLOCKS = {f"{b}{n}": ("zone-a", f"block-{b}", f"rack-{b}") for b in "xy" for n in range(4)}
-
-
-@pytest.fixture(scope="module")
-def priority_classes(cluster):
-    cluster.apply([{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                    "value": value, "description": "end-to-end tests"}
-                   for name, value in ((HIGH, 1000), (LOW, 10))])
 
 
 def metrics(cluster) -> dict[tuple[str, ...], float]:

@@ -12,7 +12,7 @@ from app.kube.client import KubeApi, build_api_client
 from app.kube.sync import KubeSource
 from app.ports import WATCHED_KINDS
 from app.settings import parse_extra_kind
-from test_kube_sync import RecordingSink
+from test_kube_sync import DRA_KINDS, RecordingSink
 
 NODES = next(k for k in WATCHED_KINDS if k.plural == "nodes")
 PODS = next(k for k in WATCHED_KINDS if k.plural == "pods")
@@ -112,3 +112,16 @@ def test_priority_classes_are_listed_and_watched(cluster, ns, start_source):
         wait(lambda: ("", high) in sink.state[CLASSES], "a class created later")
     finally:
         cluster.plane.kubectl("delete", "priorityclass", low, high, "--ignore-not-found", check=False)
+
+
+def test_the_served_version_of_resource_k8s_io_is_discovered_and_watched(cluster, ns, start_source):
+    """v1.36 serves resource.k8s.io/v1 (GA since 1.34): it is the version listed, v1beta2 only its fallback."""
+    sink = RecordingSink()
+    source = start_source(sink, list(DRA_KINDS))
+    wait(lambda: source.synced, "initial sync")
+    for plural in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"):
+        assert source.status()[f"{plural}.resource.k8s.io"].served_version == "resource.k8s.io/v1"
+    claims = next(k for k in DRA_KINDS if k.plural == "resourceclaims" and k.version == "v1")
+    ns.apply({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "watched"},
+              "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "none"}}]}}})
+    wait(lambda: mine(sink, claims, ns.name) == {"watched"}, "a claim created after the list")

@@ -7,17 +7,7 @@ import time
 
 import pytest
 
-from workloads import BLOCK, RACK, container, distinct, indexed_job, topology
-
-HIGH, LOW = "e2e-high", "e2e-low"
-
-
-@pytest.fixture(scope="module")
-def priority_classes(cluster):
-    cluster.apply([{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                    "value": value, "description": "end-to-end tests"}
-                   for name, value in ((HIGH, 1000), (LOW, 10))])
-    return HIGH, LOW
+from workloads import BLOCK, HIGH, LOW, RACK, container, distinct, indexed_job, topology
 
 
 def block_gang(name: str, pods: int, priority_class: str) -> dict:

@@ -7,6 +7,7 @@ from cluster import GPU, LEVELS, TOPOLOGY
 
 ZONE, BLOCK, RACK, HOST = LEVELS
 GATE = "e2e.example.com/hold"
+HIGH, LOW = "e2e-high", "e2e-low"          # PriorityClasses of the `priority_classes` fixture (1000, 10)
 
 
 def container(gpus: int = 0, cpu: str | None = None) -> dict:

@@ -12,7 +12,9 @@ from importlib.resources import files
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-router = APIRouter(tags=["debug"])
+from ..query_errors import ClearParameterErrors
+
+router = APIRouter(tags=["debug"], route_class=ClearParameterErrors)
 
 PAGE = "page.html"
 ASSETS = {"page.css": "text/css; charset=utf-8", "page.js": "text/javascript; charset=utf-8"}

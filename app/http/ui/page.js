@@ -1,5 +1,7 @@
 // The debug page: reads the debug API every few seconds and redraws the gangs and the topology tree.
-// State that survives a reload (selected gang, topology, resource) lives in the URL hash.
+// State that survives a reload (selected gang, topology, resource) lives in the URL hash; what the user
+// opened (tree domains, folded reasons) and the scroll position are kept across redraws and, in
+// sessionStorage, across a reload of the tab.
 "use strict";
 
 // ?refresh=N seconds (default 3); below 1 s it is clamped to 1 s and the header says so
@@ -17,9 +19,16 @@ const advice = {};                  // gang -> its what-if answer (asked for by 
 const view = Object.fromEntries(new URLSearchParams(location.hash.slice(1)));   // gang, topology, resource
 let lastDrawn = "";
 let lastData = null;
-const expanded = new Set();         // domain ids opened in the overview
+const KEPT = "tas-extender-ui";     // sessionStorage key of what the user opened
+const kept = JSON.parse(sessionStorage.getItem(KEPT) || "{}");
+const expanded = new Set(kept.expanded || []);   // domain ids opened in the overview
+const opened = new Set(kept.opened || []);       // folded reasons the user unfolded, by gang
+let restoreScroll = kept.scroll || null;         // [x, y] of the tab before a reload
 const answers = {};                 // url -> {etag, data}: unchanged data comes back as 304
-let focus = null;                   // a node to bring into view after the next draw
+let focus = null;                   // a selector ([data-node=...] or [data-domain=...]) to bring into view
+let outlined = null;                // the search hit last brought into view: stays outlined
+let advised = null;                 // the gang whose what-if advice the tree marks (the last asked)
+const NAME_CHARS = { node: 11, domain: 28, gang: 30, tag: 18, hit: 48 };   // longer names shorten, in the middle
 let scrolledFor = null;             // the gang whose domains were last brought into view
 
 // ---- fetching --------------------------------------------------------------------------------------
@@ -109,7 +118,9 @@ async function refresh() {
   document.getElementById("pulse").classList.add("on");
   try {
     lastData = await load();
-    draw();
+    const scroll = restoreScroll || [window.scrollX, window.scrollY];
+    if (draw()) window.scrollTo(...scroll);       // a rebuilt DOM keeps the place the user scrolled to
+    restoreScroll = null;
     afterDraw();
     showError(null);
     document.getElementById("updated").textContent = new Date().toLocaleTimeString() +
@@ -127,13 +138,15 @@ async function refresh() {
 function afterDraw() {
   if (!document.body.dataset.rendered) document.body.dataset.rendered = String(Math.round(performance.now()));
   if (focus) {
-    const node = document.querySelector(`[data-node="${CSS.escape(focus)}"]`);
-    if (node) {
-      node.scrollIntoView({ block: "center" });
-      node.classList.add("found");
+    const hit = document.querySelector(focus);
+    if (hit) {
+      hit.scrollIntoView({ block: "center" });
+      outlined = focus;
       focus = null;
     }
   }
+  if (outlined) for (const hit of document.querySelectorAll(outlined)) hit.classList.add("found");
+  keep();
   if (view.gang && view.gang !== scrolledFor) {
     const first = document.querySelector(".domain.in-plan, .node.in-plan");
     if (first) {
@@ -151,12 +164,22 @@ async function search(event) {
   try {
     const found = await getJSON(`debug/search?q=${enc(q)}&topology=${enc(view.topology || "")}`);
     // path: the ids of the domains holding the node, top first (the last one is the node's own)
-    const goTo = (name, path) => () => { path.slice(0, -1).forEach((id) => expanded.add(id)); focus = name; refresh(); };
+    const goTo = (name, path) => () => { path.slice(0, -1).forEach((id) => expanded.add(id)); focus = nodeAt(name); refresh(); };
+    const goToDomain = (d) => () => {
+      if (d.topology !== view.topology) select({ topology: d.topology });
+      d.path.slice(0, -1).forEach((id) => expanded.add(id));
+      focus = `[data-domain="${CSS.escape(d.domain)}"]`;
+      refresh();
+    };
     const items = [
-      ...found.gangs.map((g) => el("button", { class: "hit gang-hit", onclick: () => select({ gang: g.gang, topology: g.topology || view.topology }) },
-        `gang ${g.workload} (${g.gang})`)),
-      ...found.nodes.map((n) => el("button", { class: "hit node-hit", onclick: goTo(n.node, n.path) }, `node ${n.node}`)),
-      ...found.pods.map((p) => el("button", { class: "hit pod-hit", onclick: goTo(p.node, p.path) }, `pod ${p.pod} on ${p.node}`)),
+      ...(found.domains || []).map((d) => el("button", { class: "hit domain-hit", onclick: goToDomain(d), title: `${d.level} ${d.domain} (${d.topology})` },
+        `${d.level} ${short(d.domain.split("/").pop(), NAME_CHARS.hit)}`)),
+      ...found.gangs.map((g) => el("button", { class: "hit gang-hit", onclick: () => select({ gang: g.gang, topology: g.topology || view.topology }),
+        title: `gang ${g.workload} (${g.gang})` }, `gang ${short(g.workload, NAME_CHARS.hit)}`)),
+      ...found.nodes.map((n) => el("button", { class: "hit node-hit", onclick: goTo(n.node, n.path), title: `node ${n.node}` },
+        `node ${short(n.node, NAME_CHARS.hit)}`)),
+      ...found.pods.map((p) => el("button", { class: "hit pod-hit", onclick: goTo(p.node, p.path), title: `pod ${p.pod} on ${p.node}` },
+        `pod ${short(p.pod, NAME_CHARS.hit)} on ${short(p.node, NAME_CHARS.node)}`)),
     ];
     box.replaceChildren(...(items.length ? items : [el("span", { class: "muted" }, `nothing matches "${q}"`)]));
   } catch (error) {
@@ -172,6 +195,15 @@ function toggle(id) {
   }
   refresh();
 }
+
+function nodeAt(name) { return `[data-node="${CSS.escape(name)}"]`; }
+
+// What the user opened and where the tab is scrolled, for a reload of the tab.
+function keep() {
+  sessionStorage.setItem(KEPT, JSON.stringify({ expanded: [...expanded], opened: [...opened],
+    scroll: [window.scrollX, window.scrollY] }));
+}
+window.addEventListener("pagehide", keep);
 
 function showError(error) {
   const banner = document.getElementById("banner");
@@ -192,9 +224,10 @@ function select(changes) {
 
 // ---- drawing ---------------------------------------------------------------------------------------
 
+// Rebuilds the page from lastData; false when nothing changed (the DOM, and any hover, is kept as is).
 function draw() {
   const snapshot = JSON.stringify([lastData, view]);
-  if (snapshot === lastDrawn) return;                 // nothing new: keep the DOM (and any hover) as is
+  if (snapshot === lastDrawn) return false;
   lastDrawn = snapshot;
   const { plans, topologies, tree, plan } = lastData;
   const colours = segmentColours(plan);
@@ -220,10 +253,11 @@ function draw() {
     treeBox.replaceChildren(el("p", { class: "empty" },
       "No topology known. Create a Topology (kai.scheduler/v1alpha1 or kueue.x-k8s.io) " +
       "or Volcano HyperNodes, or label nodes for the built-in levels."));
-    return;
+    return true;
   }
   const marks = plan && plan.topology === tree.name ? planMarks(plan, colours) : { nodes: {}, domains: {}, onNode: {} };
   marks.placed = placedGangs(plans.plans, tree.name);
+  marks.advice = adviceMarks(plans.plans, tree.name);
   const unit = tree.units[view.resource];
   treeBox.replaceChildren(el("div", { class: "children" },
     tree.domains.map((d) => drawDomain(d, 0, marks, unit, Boolean(tree.overview)))));
@@ -233,6 +267,7 @@ function draw() {
       box.style.setProperty("--columns", Math.ceil(Math.sqrt(box.children.length)));
     }
   }
+  return true;
 }
 
 function drawCounts(plans) {
@@ -266,8 +301,9 @@ function drawGang(gang, plan, colours, now) {
     el("button", { class: "gang-head", title: "show this gang on the tree",
       onclick: () => select({ gang: selected ? "" : gang.gang, topology: gang.topology || view.topology }) },
       el("span", { class: `badge ${gang.status}` }, gang.status),
-      el("span", { class: "gang-name", title: `gang ${gang.gang}` }, gang.workload || gang.name),
-      el("span", { class: "muted" }, gang.namespace)),
+      el("span", { class: "gang-name", title: `${gang.workload || gang.name} (gang ${gang.gang})` },
+        short(gang.workload || gang.name, NAME_CHARS.gang)),
+      el("span", { class: "muted gang-namespace", title: gang.namespace }, short(gang.namespace, NAME_CHARS.tag))),
     el("div", { class: "muted" }, `${gang.kind} · ${gang.summary} · ${gang.topology || "no topology"}`),
     WAITING.includes(gang.status) ? el("div", { class: "queue" },
       `waiting ${duration(now - gang.created)} · priority ${gang.priority}`,
@@ -275,18 +311,19 @@ function drawGang(gang, plan, colours, now) {
     gang.status === "refused" ? null
       : gang.status === "unplanned" ? el("div", { class: "muted pods" }, `pods: ${c.pending} pending`)
       : el("div", { class: "muted pods" }, `pods: ${c.bound} bound · ${c.planned} planned · ${c.unplaced} unplaced`),
-    el("div", { class: "muted internal" }, `PodGroup ${gang.name}`),
-    gang.reason ? reasonText(gang.reason) : null,
+    el("div", { class: "muted internal", title: `PodGroup ${gang.name}` }, `PodGroup ${short(gang.name, NAME_CHARS.gang)}`),
+    gang.reason ? reasonText(gang.reason, gang.gang) : null,
     ...gang.warnings.map((w) => el("p", { class: "warning" }, w)),
     gang.status === "unplanned" ? drawClosest(gang) : null,
     selected && plan ? drawPlan(plan, colours) : null);
 }
 
-// A long refusal folds: its first words, then the whole text on a click.
-function reasonText(text) {
+// A long refusal folds: its first words, then the whole text on a click; unfolded, it stays so.
+function reasonText(text, gang) {
   if (text.length <= FOLD_CHARS) return el("p", { class: "reason" }, text);
   const cut = text.lastIndexOf(" ", FOLD_CHARS);
-  return el("details", { class: "reason folded" },
+  const remember = (event) => { if (event.target.open) opened.add(gang); else opened.delete(gang); keep(); };
+  return el("details", { class: "reason folded", open: opened.has(gang), ontoggle: remember },
     el("summary", { title: "show the whole reason" }, text.slice(0, cut > 40 ? cut : FOLD_CHARS) + " …"),
     el("div", { class: "rest" }, text));
 }
@@ -303,16 +340,33 @@ function drawClosest(plan) {
     } catch (error) {
       advice[plan.gang] = { verdict: "error", text: String(error) };
     }
-    lastDrawn = ""; draw();
+    advised = plan.gang;
+    const domain = advice[plan.gang].domain;
+    if (domain) {                         // open the advised domain and bring it into view
+      openPath(domain.split("/"));
+      focus = `[data-domain="${CSS.escape(domain)}"]`;
+    }
+    lastDrawn = ""; refresh();
   };
   return el("div", { class: "closest" },
     (plan.closest || []).length ? [el("h4", {}, "Closest domains"),
       el("ul", {}, plan.closest.map((c) => el("li", { "data-closest": c.domain }, c.text)))] : null,
     known ? el("div", { class: `advice ${known.verdict}` }, el("b", {}, "What would make it fit: "), known.text || known.detail,
       (known.victims || []).length ? el("ul", {}, known.victims.slice(0, 8).map((v) =>
-        el("li", {}, `evict ${v.pod} on ${v.node} (priority ${v.priority})`)),
+        el("li", { class: "victim-item", title: `evict ${v.pod} on ${v.node} (priority ${v.priority})` },
+          `evict ${short(v.pod, NAME_CHARS.hit)} on ${short(v.node, NAME_CHARS.hit)} (priority ${v.priority})`)),
         known.victims.length > 8 ? el("li", {}, `and ${known.victims.length - 8} more`) : null) : null)
       : el("button", { class: "ask", onclick: ask }, "What would make it fit?"));
+}
+
+// What the last asked what-if advice names, for the tree: its domain, and node -> the pods it would evict.
+function adviceMarks(list, topology) {
+  const known = advised && advice[advised];
+  const gang = known && list.find((g) => g.gang === advised);
+  if (!known || !gang || gang.topology !== topology) return { domain: null, victims: {} };
+  const victims = {};
+  for (const v of known.victims || []) (victims[v.node] = victims[v.node] || []).push(v);
+  return { domain: known.domain || null, victims, gang: advised };
 }
 
 // Where placed gangs are: domain id -> the gangs whose groups are confined to it (planned and bound).
@@ -337,9 +391,10 @@ function gangsWithin(placed, id) {
 
 function gangTags(gangs) {
   if (!gangs.length) return null;
-  const shown = gangs.slice(0, 4).map((g) => el("button", { class: `gang-tag ${g.status}`, title: `gang ${g.gang} (${g.status}): select`,
+  const shown = gangs.slice(0, 4).map((g) => el("button", { class: `gang-tag ${g.status}`,
+    title: `${g.workload || g.name}: gang ${g.gang} (${g.status}): select`,
     onclick: (e) => { e.stopPropagation(); select({ gang: g.gang, topology: g.topology || view.topology }); } },
-    g.workload || g.name));
+    short(g.workload || g.name, NAME_CHARS.tag)));
   return el("div", { class: "gang-tags" }, shown, gangs.length > 4 ? el("span", { class: "muted" }, `+${gangs.length - 4}`) : null);
 }
 
@@ -354,14 +409,15 @@ function wholeText(w) {
 
 function drawPlan(plan, colours) {
   const slots = plan.slots.slice(0, SLOT_LIMIT).map((s) =>
-    el("tr", {}, el("td", {}, chip(s.group, colours)), el("td", {}, s.slot), el("td", {}, s.node || "—"),
+    el("tr", {}, el("td", {}, chip(s.group, colours)), el("td", {}, s.slot),
+      el("td", { title: s.node || "" }, s.node ? short(s.node, NAME_CHARS.tag) : "—"),
       el("td", { class: s.status }, s.status + (s.reserved ? " · reserved" : ""))));
   const more = plan.slots.length - SLOT_LIMIT;
   return el("div", { class: "plan" },
     drawClosest(plan),
     plan.groups.length ? el("table", {}, el("tr", {}, el("th", {}, "group"), el("th", {}, "level"), el("th", {}, "domain")),
       plan.groups.map((g) => el("tr", {}, el("td", {}, chip(g.group, colours)), el("td", {}, g.level || "any"),
-        el("td", { title: g.domain || "" }, g.domain ? g.domain.split("/").pop() : "—")))) : null,
+        el("td", { title: g.domain || "" }, g.domain ? short(g.domain.split("/").pop(), NAME_CHARS.tag) : "—")))) : null,
     slots.length ? el("table", {}, el("tr", {}, el("th", {}, "segment"), el("th", {}, "slot"), el("th", {}, "node"),
       el("th", {}, "status")), slots) : null,
     more > 0 ? el("p", { class: "muted" }, `and ${more} more slots (see debug/plans/${plan.gang})`) : null,
@@ -404,17 +460,20 @@ function drawDomain(domain, depth, marks, unit, overview = false) {
     return drawNode(domain.nodes[0], marks, unit, domain.id);    // a host level: the domain is the node
   }
   const groups = marks.domains[domain.id];
+  const isAdvised = marks.advice && marks.advice.domain === domain.id;
   const collapsed = domain.collapsed !== undefined;
   const head = el("div", { class: "domain-head" },
     el("span", { class: "level", title: domain.level }, domain.level.split("/").pop()), " ",
-    el("span", { class: "domain-name" }, domain.value),
+    el("span", { class: "domain-name", title: `${domain.level.split("/").pop()} ${domain.id}` },
+      short(domain.value, NAME_CHARS.domain)),
+    isAdvised ? el("span", { class: "advice-tag", title: `what-if advice for ${marks.advice.gang}: fits here after the evictions` }, "what-if") : null,
     collapsed ? el("span", { class: "muted" }, ` · ${domain.collapsed} inside`) : null);
   const opener = overview && depth > 0
     ? el("button", { class: "opener", title: collapsed ? "expand" : "collapse", "aria-expanded": String(!collapsed),
       onclick: () => toggle(domain.id) }, collapsed ? "▸" : "▾", head)
     : head;
   let body;
-  if (collapsed) body = heatStrip(domain, unit, marks.placed);
+  if (collapsed) body = heatStrip(domain, unit, marks.placed, marks.advice && marks.advice.domain);
   else if (domain.children) {
     body = el("div", { class: "children" }, domain.children.map((c) => drawDomain(c, depth + 1, marks, unit, overview)));
   } else {
@@ -422,7 +481,7 @@ function drawDomain(domain, depth, marks, unit, overview = false) {
       domain.nodes.map((n) => drawNode(n, marks, unit)));
   }
   const w = domain.whole;
-  return el("div", { class: `domain depth-${depth}${groups ? " in-plan" : ""}${collapsed ? " collapsed" : ""}`,
+  return el("div", { class: `domain depth-${depth}${groups ? " in-plan" : ""}${collapsed ? " collapsed" : ""}${isAdvised ? " advised" : ""}`,
     "data-domain": domain.id, "data-whole": w ? `${w.free_nodes}/${w.nodes}` : null,
     style: `--whole: ${wholeShare(w).toFixed(3)}` },
     opener, w && w.nodes ? el("span", { class: "whole", title: `whole free ${w.unit} nodes (every ${w.unit} free, ` +
@@ -436,12 +495,13 @@ function drawDomain(domain, depth, marks, unit, overview = false) {
 // A collapsed domain: one cell per child, coloured by its share of whole free nodes (red none, green all:
 // a child green only when whole nodes are free, not when every node has a GPU or two left); a dot marks a
 // child holding a placed gang.
-function heatStrip(domain, unit, placed) {
+function heatStrip(domain, unit, placed, adviceDomain = null) {
   const r = view.resource;
   return el("div", { class: "strip" }, domain.strip.map((c) => {
     const share = wholeShare(c.whole);
     const gangs = gangsWithin(placed || {}, c.id);
-    return el("i", { class: `heat${gangs.length ? " has-gang" : ""}`, "data-child": c.id, style: `--share: ${share.toFixed(3)}`,
+    const holdsAdvice = adviceDomain && (adviceDomain === c.id || adviceDomain.startsWith(c.id + "/"));
+    return el("i", { class: `heat${gangs.length ? " has-gang" : ""}${holdsAdvice ? " advised" : ""}`, "data-child": c.id, style: `--share: ${share.toFixed(3)}`,
       title: `${c.value}: ${wholeText(c.whole)}; ${amount(c.free[r], unit)} of ${amount(c.allocatable[r], unit)} ${r} usable free` +
         (gangs.length ? `\ngangs: ${gangs.map((g) => g.workload || g.name).join(", ")}` : "") });
   }));
@@ -457,20 +517,22 @@ function duration(seconds) {
 function drawNode(node, marks, unit, domainId = null) {
   const r = view.resource;
   const slots = marks.nodes[node.node];
+  const victims = (marks.advice && marks.advice.victims[node.node]) || [];
   const flags = [!node.ready && "not ready", !node.schedulable && "cordoned", node.taints.length && "tainted"]
     .filter(Boolean);
   const title = [`${node.node}: ${amount(node.free[r], unit)} of ${amount(node.allocatable[r], unit)} ${r} free`,
     `used ${amount(node.used[r], unit)}, reserved ${amount(node.reserved[r], unit)}, ${node.pods} pods`,
     ...node.taints.map((t) => `taint ${t}`), ...node.reservations.map((k) => `reservation ${k}`),
+    ...victims.map((v) => `what-if: evict ${v.pod} (priority ${v.priority})`),
     ...(node.holders || []).map((p) => `pod ${p}`),
     node.pods > (node.holders || []).length ? `and ${node.pods - node.holders.length} more pods` : ""]
     .filter(Boolean).join("\n");
   const colour = slots && marks.colours[slots[0].group];
   const classes = ["node", flags.length && "unusable", slots && "in-plan", node.whole_free && "whole-free",
-    (marks.domains[domainId] || marks.onNode[node.node]) && "domain-in-plan"];
+    (marks.domains[domainId] || marks.onNode[node.node]) && "domain-in-plan", victims.length && "victim"];
   return el("div", { class: classes.filter(Boolean).join(" "), "data-node": node.node, "data-domain": domainId,
     title, style: colour ? `--segment: ${colour}` : null },
-    el("div", { class: "node-head" }, el("span", { class: "node-name" }, node.node),
+    el("div", { class: "node-head" }, el("span", { class: "node-name" }, short(node.node, NAME_CHARS.node)),
       flags.map((f) => el("span", { class: "flag" }, f))),
     usage(node, r, unit),
     slots ? el("div", { class: "slots" }, slots.map((s) =>
@@ -500,8 +562,17 @@ function summary(figures, r, unit) {
 
 function chip(group, colours) {
   const colour = colours[group];
-  return el("span", { class: colour ? "chip segment" : "chip", style: colour ? `--segment: ${colour}` : null },
-    group || "—");
+  return el("span", { class: colour ? "chip segment" : "chip", style: colour ? `--segment: ${colour}` : null,
+    title: group || null }, group ? short(group, NAME_CHARS.tag) : "—");
+}
+
+// A name longer than `limit` characters keeps its start and its end (where names differ: node-a-0123),
+// joined by "…"; the element showing it carries the full name as its title.
+function short(name, limit) {
+  const text = String(name ?? "");
+  if (text.length <= limit) return text;
+  const tail = Math.floor((limit - 1) / 2);
+  return text.slice(0, limit - 1 - tail) + "…" + text.slice(text.length - tail);
 }
 
 function amount(value, unit) {

@@ -130,7 +130,7 @@ def test_search_finds_nodes_with_their_domain_path_gangs_by_workload_and_pods():
         ["team-a/pg-llama-uid-llama"]
     pods = client.get("/debug/search", params={"q": "research/"}).json()["pods"]
     assert pods and all(p["node"] for p in pods)
-    assert client.get("/debug/search", params={"q": ""}).status_code == 422
+    assert client.get("/debug/search", params={"q": ""}).status_code == 400
 
 
 def test_search_without_a_topology_gives_the_paths_in_every_topology_and_an_unknown_one_is_a_404():
@@ -144,6 +144,41 @@ def test_search_without_a_topology_gives_the_paths_in_every_topology_and_an_unkn
     assert pod["path"] and pod["paths"]["default"][-1].endswith(pod["node"])
     unknown = client.get("/debug/search", params={"q": "node", "topology": "nope"})
     assert unknown.status_code == 404 and "known topologies: default, kueue-default" in unknown.json()["detail"]
+
+
+def test_search_finds_domains_at_every_level_with_their_path():
+    """Issue 40: `?q=z3-block-11` found nothing; a domain of every level is found by its own name."""
+    client = make_client()
+    found = client.get("/debug/search", params={"q": "a-block-2", "topology": "default"}).json()["domains"]
+    assert {d["domain"] for d in found} == {"zone-a/a-block-2", "zone-a/a-block-2/a-block-2-rack-1",
+                                            "zone-a/a-block-2/a-block-2-rack-2"}
+    block = next(d for d in found if d["domain"] == "zone-a/a-block-2")
+    assert block == {"domain": "zone-a/a-block-2", "level": "block", "topology": "default",
+                     "path": ["zone-a", "zone-a/a-block-2"]}
+    zones = client.get("/debug/search", params={"q": "zone-b"}).json()["domains"]
+    assert [(d["domain"], d["level"]) for d in zones] == [("zone-b", "zone")]
+    everywhere = client.get("/debug/search", params={"q": "a-block-1-rack-2"}).json()["domains"]
+    assert {d["topology"] for d in everywhere} == {"default", "kueue-default"}
+    hosts = client.get("/debug/search", params={"q": "node-13"}).json()
+    assert hosts["domains"] == [] and [n["node"] for n in hosts["nodes"]] == ["node-13"]   # a host is a node
+    assert len(client.get("/debug/search", params={"q": "rack", "limit": 3}).json()["domains"]) == 3
+
+
+@pytest.mark.parametrize("path, params, sentence", [
+    ("/debug/topology/default", {"depth": "abc"}, "depth='abc' is not valid: depth must be a whole number of at least 1."),
+    ("/debug/topology/default", {"depth": "0"}, "depth='0' is not valid: depth must be a whole number of at least 1."),
+    ("/debug/topology", {"below_priority": "high"},
+     "below_priority='high' is not valid: below_priority must be a whole number."),
+    ("/debug/topology", {"domains": "maybe"}, "domains='maybe' is not valid: domains must be true or false."),
+    ("/debug/search", {"q": ""}, "q='' is not valid: q must be a text of at least 1 character."),
+    ("/debug/search", {}, "q is required: give a text of at least 1 character."),
+    ("/debug/search", {"q": "x", "limit": "500"}, "limit='500' is not valid: limit must be a whole number from 1 to 200."),
+])
+def test_a_bad_debug_parameter_is_one_sentence_naming_it_and_its_valid_values(path, params, sentence):
+    """Issue 40: these answered FastAPI's raw 422 list of errors."""
+    answer = make_client().get(path, params=params)
+    assert answer.status_code == 400
+    assert answer.json() == {"detail": sentence}
 
 
 BAD_OBJECTS = [

@@ -201,6 +201,14 @@ def loaded(browser: Browser, url: str) -> None:
                      "document.querySelector('#updated').textContent !== 'never'", "the first refresh")
 
 
+def click_search_hit(browser: Browser, text: str, hit: str) -> None:
+    """Search for `text` in the page's search box and click the first hit of class `hit` (node-hit, ...)."""
+    browser.evaluate(f"document.getElementById('search').value = {json.dumps(text)};"
+                     "document.getElementById('search-form').requestSubmit()")
+    browser.wait_for(f"!!document.querySelector('.{hit}')", f"a {hit} for {text}")
+    browser.evaluate(f"document.querySelector('.{hit}').click()")
+
+
 def node_cells_js() -> str:
     return """Object.fromEntries([...document.querySelectorAll('[data-node]')].map((n) => [n.dataset.node,
         Object.fromEntries(['used', 'reserved', 'free'].map((k) => [k, n.querySelectorAll('.cell.' + k).length]))]))"""

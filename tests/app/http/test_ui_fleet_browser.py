@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from service_helpers import indexed_job, job_pods
-from test_ui_browser import CHROMIUM, Service, browser, loaded  # noqa: F401 - browser is a fixture
+from test_ui_browser import CHROMIUM, Service, browser, click_search_hit, loaded  # noqa: F401 - browser is a fixture
 
 sys.path.insert(0, str(paths.BENCHMARKS))
 from synth import synth_cluster_objects  # noqa: E402
@@ -53,10 +53,7 @@ def test_a_click_expands_a_block_then_a_rack(fleet, browser):
 
 def test_search_finds_a_node_and_brings_it_into_view(fleet, browser):
     loaded(browser, f"{fleet.url}/ui")
-    browser.evaluate("document.getElementById('search').value = 'node-003999';"
-                     "document.getElementById('search-form').requestSubmit()")
-    browser.wait_for("!!document.querySelector('.node-hit')", "a search hit")
-    browser.evaluate("document.querySelector('.node-hit').click()")
+    click_search_hit(browser, "node-003999", "node-hit")
     browser.wait_for("!!document.querySelector('[data-node=\"node-003999\"].found')", "the node, marked")
     assert browser.evaluate(f"{IN_VIEW}(document.querySelector('[data-node=\"node-003999\"]'))")
 

@@ -138,6 +138,31 @@ def test_410_answered_to_a_list_relists(fake_kube, start_source):
     assert source.status()["nodes"].relists_on_gone == 2 and source.status()["nodes"].errors == 0
 
 
+# resource.k8s.io as it is served from Kubernetes 1.34 (v1) and before (v1beta2): the first served wins
+DRA_KINDS = tuple(WatchedKind("resource.k8s.io", version, plural, kind_name, namespaced)
+                  for plural, kind_name, namespaced in (("deviceclasses", "DeviceClass", False),
+                                                         ("resourceslices", "ResourceSlice", False),
+                                                         ("resourceclaims", "ResourceClaim", True),
+                                                         ("resourceclaimtemplates", "ResourceClaimTemplate", True))
+                  for version in ("v1", "v1beta2"))
+
+
+def test_dra_not_served_is_skipped_with_exactly_one_log_line(fake_kube, start_source, caplog):
+    """An API server serving no resource.k8s.io version: its four resources are one line, not four."""
+    caplog.set_level(logging.INFO, logger="app.kube.sync")
+    source = start_source(RecordingSink(), kinds=(NODES, *DRA_KINDS), absent_recheck=0.1)
+    wait_until(lambda: source.synced, what="initial sync without DRA")
+    wait_until(lambda: sum(1 for _, p in fake_kube.requests if p == "/apis/resource.k8s.io/v1/resourceslices") >= 3,
+               what="re-checks")
+    lines = [r.getMessage() for r in caplog.records if "resource.k8s.io" in r.getMessage()
+             and "initial sync" not in r.getMessage()]
+    assert lines == ["resource.k8s.io: deviceclasses, resourceclaims, resourceclaimtemplates, resourceslices not "
+                     "served by this cluster (resource.k8s.io/v1 / resource.k8s.io/v1beta2 not installed?); "
+                     "skipped, re-checking every 0.1s"]
+    assert {source.status()[f"{p}.resource.k8s.io"].served_version for p in ("deviceclasses", "resourceslices")} \
+        == {None}
+
+
 def test_missing_crds_are_skipped_with_one_log_line_then_picked_up(fake_kube, start_source, caplog):
     caplog.set_level(logging.INFO, logger="app.kube.sync")
     sink = RecordingSink()
@@ -149,8 +174,10 @@ def test_missing_crds_are_skipped_with_one_log_line_then_picked_up(fake_kube, st
     assert pytorch not in sink.replaced
     wait_until(lambda: sum(1 for m, p in fake_kube.requests if p == "/apis/kubeflow.org/v1/pytorchjobs") >= 3,
                what="re-checks")
-    skipped = [r for r in caplog.records if r.getMessage().startswith("pytorchjobs.kubeflow.org: not served")]
-    assert len(skipped) == 1
+    skipped = [r.getMessage() for r in caplog.records if "not served by this cluster" in r.getMessage()
+               and r.getMessage().startswith("kubeflow.org:")]
+    assert len(skipped) == 1, skipped         # one line for the API group, naming each resource not served
+    assert "pytorchjobs" in skipped[0] and "tfjobs" in skipped[0] and "kubeflow.org/v1" in skipped[0]
 
     fake_kube.install_crd("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
     fake_kube.create({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
