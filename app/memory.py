@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from topology.objects import ClusterObjects
 
 from .logs import fields, get_logger
-from .ports import BindConflict, EvictionRefused, WatchedKind
+from .ports import BindConflict, EvictionRefused, WatchedKind, gate_index
 from .state import POD_KIND, ServiceState, kind_of
 
 log = get_logger(__name__)
@@ -61,6 +61,17 @@ class MemoryWriter:
             metadata = dict(pod.get("metadata") or {})
             metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
             self._store({**pod, "metadata": metadata})
+
+    def ungate_pod(self, namespace: str, name: str, gate: str, scheduler_names) -> bool:
+        with self._lock:
+            pod = self.state.find_pod(namespace, name)
+            index = None if pod is None else gate_index(pod, gate, scheduler_names)
+            if index is None:
+                return False
+            spec = dict(pod.get("spec") or {})
+            spec["schedulingGates"] = [g for i, g in enumerate(spec["schedulingGates"]) if i != index]
+            self._store({**pod, "spec": spec})
+            return True
 
     def bind(self, namespace: str, name: str, uid: str, node: str,
              annotations: Mapping[str, str] | None = None) -> None:

@@ -92,6 +92,17 @@ class ObjectSink(Protocol):
         """Every kind has been listed once: the service may report ready."""
 
 
+def gate_index(pod: Mapping, gate: str, scheduler_names: Sequence[str]) -> int | None:
+    """Where `gate` sits in the pod's spec.schedulingGates, for a pod of one of `scheduler_names` that is not
+    bound or being deleted; None otherwise (nothing a writer may remove)."""
+    spec = pod.get("spec") or {}
+    if spec.get("schedulerName") not in scheduler_names or spec.get("nodeName") \
+            or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    names = [entry.get("name") for entry in spec.get("schedulingGates") or ()]
+    return names.index(gate) if gate in names else None
+
+
 class BindConflict(Exception):
     """The pod is already bound (HTTP 409), to the node named in `node` when known."""
 
@@ -112,6 +123,10 @@ class ClusterWriter(Protocol):
 
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
         """Merge-patch annotations onto a pod."""
+
+    def ungate_pod(self, namespace: str, name: str, gate: str, scheduler_names: Sequence[str]) -> bool:
+        """Remove scheduling gate `gate` from the pod, decided from the API server's copy: only a pod of one of
+        `scheduler_names` that still carries the gate. False when there was nothing to remove (or no pod)."""
 
     def evict(self, namespace: str, name: str, uid: str | None = None) -> None:
         """Evict through the Eviction API. Raises EvictionRefused on 429."""

@@ -97,6 +97,8 @@ def create_app(settings: Settings | None = None, *, objects: Iterable[Mapping] |
         for part in background:
             part.start(state, engine.restore)
         loops = [asyncio.create_task(_expire_forever(state))]
+        if settings.gate_unfit_gangs:  # whatever the webhook gates is lifted, standalone too
+            loops.append(asyncio.create_task(_release_gated_forever(engine)))
         if background:                 # a live cluster: kube-scheduler parks refused pods until woken
             loops.append(asyncio.create_task(_wake_forever(engine)))
             loops.append(asyncio.create_task(_evict_stale_forever(engine)))
@@ -142,34 +144,33 @@ def demo_fleet(node_count: int) -> tuple[list[dict], list[dict], dict]:
     return fleet_objects(node_count), running, refused
 
 
-async def _expire_forever(state: ServiceState) -> None:
-    period = max(0.5, min(5.0, state.settings.reservation_ttl / 4))
+async def _repeat(call: Callable[[], object], period: float, failure: str) -> None:
+    """`call` every `period` seconds in a thread (it waits for the state lock: not on the loop), forever."""
     while True:
         await asyncio.sleep(period)
         try:
-            await asyncio.to_thread(state.expire)       # it waits for the state lock: not on the loop
+            await asyncio.to_thread(call)
         except Exception:        # keep the loop alive; the next round retries
-            log.exception("reservation expiry failed")
+            log.exception(failure)
+
+
+async def _expire_forever(state: ServiceState) -> None:
+    await _repeat(state.expire, max(0.5, min(5.0, state.settings.reservation_ttl / 4)), "reservation expiry failed")
 
 
 async def _wake_forever(engine: GangScheduler, period: float = 1.0) -> None:
-    while True:
-        await asyncio.sleep(period)
-        try:
-            await asyncio.to_thread(engine.wake_refused)
-        except Exception:        # keep the loop alive; the next round retries
-            log.exception("waking refused pods failed")
+    await _repeat(engine.wake_refused, period, "waking refused pods failed")
+
+
+async def _release_gated_forever(engine: GangScheduler, period: float = 1.0) -> None:
+    """Lift the scheduling gate of gated gangs that fit now (app/scheduling/unfit_gate.py)."""
+    await _repeat(engine.unfit.release_due, period, "lifting scheduling gates failed")
 
 
 async def _evict_stale_forever(engine: GangScheduler) -> None:
     grace = engine.state.settings.staleness_grace_period     # a PodGroup or annotation may enable what this disables
-    period = 5.0 if grace <= 0 else max(0.5, min(5.0, grace / 4))
-    while True:
-        await asyncio.sleep(period)
-        try:
-            await asyncio.to_thread(engine.stale.evict_due)
-        except Exception:        # keep the loop alive; the next round retries
-            log.exception("stale gang eviction failed")
+    await _repeat(engine.stale.evict_due, 5.0 if grace <= 0 else max(0.5, min(5.0, grace / 4)),
+                  "stale gang eviction failed")
 
 
 def build_kube_connection(settings: Settings) -> KubeConnection:

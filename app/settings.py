@@ -93,6 +93,10 @@ class Settings(BaseSettings):
     # seconds a gang may run below its minimum (some pods bound, too few) before its pods are evicted and it
     # is planned again whole, as KAI's stalegangeviction; negative: never (a PodGroup or annotation overrides)
     staleness_grace_period: float = Field(60.0, allow_inf_nan=False)
+    # webhook: gate (spec.schedulingGates) the pods of a gang known not to fit at admission, so kube-scheduler
+    # does not retry it on every cluster event; lifted when it fits, and after gate_unfit_bound seconds anyway
+    gate_unfit_gangs: bool = True
+    gate_unfit_bound: float = Field(60.0, gt=0, allow_inf_nan=False)
     # custom workload kinds to watch besides WATCHED_KINDS: "trainers.example.com/v1=Trainer,..."
     extra_kinds: Annotated[tuple[WatchedKind, ...], NoDecode] = ()
 

@@ -434,8 +434,30 @@ def _difference(a, b):
     return None if a is None or b is None else a - b
 
 
-REFUSED_ARMS = ("alone", "with a refused gang", "with a gated gang")
+REFUSED_ARMS = ("alone", "with a refused gang", "with a gated gang", "with the service's gate")
 WAIT_GATE = "tas-extender.io/wait-for-room"
+FITS_GATE = "tas-extender.io/gang-fits"           # the service's own (--gate-unfit-gangs)
+
+
+def huge_job() -> dict:
+    """The never-fitting gang as an Indexed Job (128 pods x 8 GPUs in one block): its whole tree is known
+    from the template at the first pod's admission, so the service's webhook gates every member."""
+    spec = {"schedulerName": SCHEDULER["gangs"], "restartPolicy": "Never", "containers": [{
+        "name": "main", "image": "busybox:1.36", "resources": {"limits": {GPU: "8"}}}]}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "huge", "annotations": {
+        "kai.scheduler/topology": "e2e", "kai.scheduler/topology-required-placement": "block"}},
+        "spec": {"completionMode": "Indexed", "completions": 128, "parallelism": 128, "backoffLimit": 0,
+                 "template": {"metadata": {"labels": {"bench": "e2e"}}, "spec": spec}}}
+
+
+def wait_gated(cluster: E2ECluster, namespace: str, count: int, timeout: float = 120) -> int:
+    """Wait for the Job controller's `count` pods; the number that carry the service's gate."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = cluster.pods(namespace, "job-name=huge")
+        if len(pods) >= count or time.monotonic() > deadline:
+            return sum(any(g.name == FITS_GATE for g in p.spec.scheduling_gates or ()) for p in pods)
+        time.sleep(0.5)
 
 
 def refused_rounds(cluster: E2ECluster, schedulers: dict, rounds: int, plain: int) -> None:
@@ -447,7 +469,10 @@ def refused_rounds(cluster: E2ECluster, schedulers: dict, rounds: int, plain: in
         for label in (REFUSED_ARMS if n % 2 == 0 else REFUSED_ARMS[::-1]):
             namespace = f"refused-{n}-{REFUSED_ARMS.index(label)}"
             cluster.create_namespace(namespace)
-            if label != "alone":
+            if label == "with the service's gate":
+                cluster.apply([huge_job()], namespace=namespace)
+                print(f"  (the service gated {wait_gated(cluster, namespace, 128)} of the Job's 128 pods)", flush=True)
+            elif label != "alone":
                 cluster.apply([{"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
                                 "metadata": {"name": "huge"},
                                 "spec": {"minMember": 128, "topologyConstraint": {
@@ -681,6 +706,8 @@ def job_rounds(binaries: dict, args, folder: Path) -> None:
                                            "--kube-api-burst", str(2 * args.manager_qps))).start()
         cluster = None
         try:
+            # --refused: the service's own gate is on (the default; it gates only the Job arm's gang: PodGroup
+            # members are grouped one by one at admission and never gated)
             cluster = E2ECluster(plane, direct=True, extender_args=(
                 "--scheduler-name", f"tas-scheduler,{SCHEDULER['gangs']}")).install()
             schedulers = start_schedulers(cluster, ["plain", "gangs"])
@@ -883,6 +910,8 @@ def main() -> int:
             # one replica, called directly: the tests' readiness proxy is a Python TCP relay that would cost
             # more than the extender (a real Service is forwarded by the kernel)
             # the extender binds only pods of the profiles it is told of: the harness's and this benchmark's
+            # --refused: the service's own gate is on (the default; it gates only the Job arm's gang: PodGroup
+            # members are grouped one by one at admission and never gated)
             cluster = E2ECluster(plane, direct=True, extender_args=(
                 "--scheduler-name", f"tas-scheduler,{SCHEDULER['gangs']}")).install()
             schedulers = start_schedulers(cluster, ["gangs"] if args.refused else kinds)

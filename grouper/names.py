@@ -73,6 +73,7 @@ PODGROUP_KEYS = (KAI_PODGROUP_ANNOTATION, SP_PODGROUP_LABEL)  # how pods join a 
 GANG_ANNOTATION = "tas-extender.io/gang"        # at bind: "<namespace>/<gang>"
 SLOT_ANNOTATION = "tas-extender.io/slot"        # at bind: "<role>-<index>"
 WAKE_ANNOTATION = "tas-extender.io/wake"        # on a refused pod: the time of its wake-up
+FITS_GATE = "tas-extender.io/gang-fits"         # scheduling gate on a gang known not to fit at admission
 PLACEMENT_PREFIX = "placement.tas-extender.io/"  # at bind: the domain at each level (app/placement.py)
 TOPOLOGY_ANNOTATION = PLACEMENT_PREFIX + "topology"
 ENV_PREFIX = "KAI_TOPOLOGY_"                     # the webhook's downward-API env vars of those annotations

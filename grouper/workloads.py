@@ -195,6 +195,23 @@ def _role_plan(workload: Mapping, role: RoleTemplate, kind: WorkloadKind, warnin
     return RolePlan(role, constraint, SegmentSpec(size[0], segment_constraint, shift, size[1], joined_by))
 
 
+# annotations read only from a pod template: on the workload's own metadata they would be ignored silently
+POD_TEMPLATE_ANNOTATIONS = (names.SEGMENT_SIZE, names.SEGMENT_REQUIRED, names.SEGMENT_PREFERRED,
+                            names.KUEUE_SLICE_SIZE, names.KUEUE_SLICE_REQUIRED, names.KUEUE_REQUIRED,
+                            names.KUEUE_PREFERRED)
+
+
+def _warn_misplaced_pod_annotations(workload: Mapping, shape, warnings: list[str]) -> None:
+    """A pod-template annotation written on the workload itself: say where it belongs."""
+    misplaced = [key for key in POD_TEMPLATE_ANNOTATIONS if key in annotations_of(workload)]
+    if not misplaced or not shape.roles:
+        return
+    fields = ", ".join(f"{role.template_field}.metadata.annotations" for role in shape.roles)
+    for key in misplaced:
+        warnings.append(f"{describe(workload)}: annotation {key} on the {workload.get('kind')}'s own metadata is "
+                        f"ignored; it belongs on the pod template ({fields})")
+
+
 # --- elasticity ----------------------------------------------------------------------------------
 
 def _total_minimum(workload: Mapping, total: int) -> tuple[int, str] | None:
@@ -451,6 +468,7 @@ def group_workload(workload: Mapping, topologies: Mapping[str, TopologyTree] | N
     warnings: list[str] = []
     root = _root_constraint(workload, shape.kind)
     plans = [_role_plan(workload, role, shape.kind, warnings) for role in shape.roles]
+    _warn_misplaced_pod_annotations(workload, shape, warnings)
     _apply_minimums(workload, shape, plans, warnings)
     topology = _resolve_topology(workload, shape, root, plans, topologies, warnings)
     if topologies is not None and topology is not None:

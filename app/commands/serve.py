@@ -94,6 +94,12 @@ def register(subparsers) -> None:
              "this long, so that it is planned again whole, as KAI's stale gang eviction; negative never evicts; "
              "a PodGroup's spec.stalenessGracePeriod or the annotation kai.scheduler/staleness-grace-period "
              "overrides it (TAS_STALENESS_GRACE_PERIOD, default 60)")
+    add("--gate-unfit-gangs", type=_bool, nargs="?", const=True, metavar="BOOL",
+        help="webhook: put a scheduling gate (tas-extender.io/gang-fits) on the pods of a gang known not to fit "
+             "at admission, so that kube-scheduler does not retry it on every cluster event; lifted as soon as "
+             "it fits, and after --gate-unfit-bound seconds in any case (TAS_GATE_UNFIT_GANGS, default true)")
+    add("--gate-unfit-bound", type=float, metavar="SECONDS",
+        help="longest a pod stays behind that gate, fitting or not (TAS_GATE_UNFIT_BOUND, default 60)")
     add("--extra-kinds", metavar="LIST",
         help="custom workload kinds to watch and group besides the built-in ones, comma-separated "
              "<plural>.<group>/<version>=<Kind> (e.g. trainers.example.com/v1=Trainer); the ClusterRole must "

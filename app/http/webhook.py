@@ -37,8 +37,11 @@ async def webhook_context(request: Request) -> Context:
     waits = getattr(app_state, "webhook_owner_waits", None)
     if waits is None:
         waits = app_state.webhook_owner_waits = OwnerWaits()
+    engine = getattr(app_state, "engine", None)
+    unfit = engine.unfit.should_gate if engine is not None and engine.unfit.enabled else None
     return Context(service.objects, service.topologies, service.settings, waits, service.identities,
-                   synced=getattr(service, "synced_once", True), gate=getattr(app_state, "native_gate", None))
+                   synced=getattr(service, "synced_once", True), gate=getattr(app_state, "native_gate", None),
+                   unfit=unfit)
 
 
 def _json(body: dict, status_code: int = 200) -> Response:

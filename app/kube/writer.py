@@ -14,13 +14,14 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import datetime, timezone
 
-from ..ports import BindConflict, EvictionRefused
+from ..ports import BindConflict, EvictionRefused, gate_index
 from .client import KubeApi, KubeApiError
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "tas-extender"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 EVENT_MESSAGE_LIMIT = 1024                  # what events.k8s.io accepts for a note; core/v1 is not stricter
 EVENT_SERIES_SECONDS = 600.0                # repeats within this window bump one Event's count
 EVENT_SERIES_MAX = 4096
@@ -68,6 +69,26 @@ class KubeWriter:
         except KubeApiError as error:
             if error.status != 409:
                 raise
+
+    def ungate_pod(self, namespace: str, name: str, gate: str, scheduler_names) -> bool:
+        """GET the pod, then remove `gate` by its index with a `test` of that entry first: a pod whose gates
+        moved meanwhile fails the test (422) and is read again."""
+        for _ in range(3):
+            try:
+                pod = self.api.request("GET", _pods(namespace, name))
+                index = gate_index(pod, gate, scheduler_names)
+                if index is None:
+                    return False
+                path = f"/spec/schedulingGates/{index}"
+                self.api.request("PATCH", _pods(namespace, name), content_type=JSON_PATCH, body=[
+                    {"op": "test", "path": path, "value": {"name": gate}}, {"op": "remove", "path": path}])
+                return True
+            except KubeApiError as error:
+                if error.status == 404:
+                    return False
+                if error.status not in (409, 422):
+                    raise
+        return False
 
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
         self.api.request("PATCH", _pods(namespace, name), body={"metadata": {"annotations": dict(annotations)}},

@@ -41,6 +41,7 @@ from .victims import keep_helpful_victims
 from .refusal_cache import refusal_key, still_refused
 from .scores import NEUTRAL_SCORE, Scorer
 from .stale import StaleGangs
+from .unfit_gate import UnfitGangs
 from .wakeups import WAKE_ANNOTATION, Wakeups, wake, waiting  # noqa: F401 - WAKE_ANNOTATION: tests take it here
 
 log = get_logger(__name__)
@@ -72,6 +73,7 @@ class GangScheduler:
         self.seen_roles = admitted.SeenRoles()
         self.wakeups = Wakeups()
         self.stale = StaleGangs(state, self.writer, self.wakeups)
+        self.unfit = UnfitGangs(state, self.writer)      # gates on gangs that cannot fit (issue 39)
         self.offered_only = _Recent()                # native gangs whose best domain kube-scheduler refused
         self.offered_domains = native_groups.OfferedDomains(state)   # quick refusals of a keyed gang's other domains
         self.member_wait = MemberWait(

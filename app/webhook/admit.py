@@ -16,7 +16,7 @@ Outcomes:
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,16 +27,17 @@ from grouper import GroupingError, OwnerRef, identify_pod, owner_of
 from grouper.errors import UnresolvedLevelError
 from grouper.kinds import kind_of, numbering_kinds, workload_shape
 from grouper.affinity import HOSTNAME
-from grouper.names import KUEUE_SLICE_SIZE, OPT_IN_ANNOTATIONS, POD_INDEX_LABEL, SEGMENT_SIZE
+from grouper.names import FITS_GATE, KUEUE_SLICE_SIZE, OPT_IN_ANNOTATIONS, POD_INDEX_LABEL, SEGMENT_SIZE
 from grouper.node_limit import unmodelled_spreads
 from grouper.podgroups import is_podgroup, validate_podgroup
 from grouper.staleness import grace_period
 from topology.objects import group_of
 from topology.tree import TopologyTree
 
+from . import patch
 from .caches import OwnerWaits
 from .native import gate_operations, native_warnings
-from .mutate import injection_for, pod_mutation
+from .mutate import DEFAULT_SCHEDULER, injection_for, pod_mutation
 from .review import AdmissionRequest
 
 SEGMENT_SIZE_KEYS = (SEGMENT_SIZE, KUEUE_SLICE_SIZE)
@@ -67,6 +68,9 @@ class Context:
     trees: IdentityCache          # the service's one cache of groupings (app/state/identities.py)
     synced: bool = True           # False until the service's first full list of the cluster
     gate: Any = None              # app.kube.native_gate.NativeGate, where the service has one
+    # (pod, identity, scheduler name, dry_run) -> whether the gang is known not to fit now (app.scheduling.
+    # unfit_gate.UnfitGangs.should_gate, a read); None: never gated
+    unfit: Callable[..., bool] | None = None
 
     @property
     def owner_grace(self) -> float:
@@ -126,8 +130,25 @@ def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context, dry_run: b
     mutation = pod_mutation(pod, injection)
     unmodelled = _unseen_devices(pod) + _unmodelled_spreads(pod)
     gate = gate_operations(pod, identity, owner_obj, context.gate, dry_run)
+    if not gate and not is_podgroup(owner_obj):     # a PodGroup's grouping here sees this one pod, not the gang
+        gate = _unfit_gate(pod, identity, _final_scheduler(pod, scheduler), context, dry_run)
     return Decision(True, mutation.operations + gate, warnings + unmodelled + mutation.warnings
                     + _bad_grace(pod, owner_obj))
+
+
+def _final_scheduler(pod: Mapping, injected: str | None) -> str | None:
+    """spec.schedulerName as the pod will be created (mutate.py keeps a name other than the default)."""
+    current = (pod.get("spec") or {}).get("schedulerName")
+    if injected and (not current or current in (DEFAULT_SCHEDULER, injected)):
+        return injected
+    return current or DEFAULT_SCHEDULER
+
+
+def _unfit_gate(pod: Mapping, identity, scheduler: str | None, context: Context, dry_run: bool) -> list[dict]:
+    """FITS_GATE on a pod of a gang known not to fit now (the service lifts it when the gang fits)."""
+    if context.unfit is None or not identity.topology or not context.unfit(pod, identity, scheduler, dry_run):
+        return []
+    return patch.add_gate((pod.get("spec") or {}).get("schedulingGates"), FITS_GATE)
 
 
 def _bad_grace(pod: Mapping, owner_obj: Mapping) -> list[str]:

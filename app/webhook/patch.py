@@ -57,3 +57,12 @@ def append_env(current: Sequence[Mapping] | None, path: Sequence[str | int],
     if current is None:
         return [{"op": "add", "path": pointer(*path), "value": missing}]
     return [{"op": "add", "path": pointer(*path, "-"), "value": var} for var in missing]
+
+
+def add_gate(current: Sequence[Mapping] | None, gate: str) -> list[Operation]:
+    """Add scheduling gate `gate` to spec.schedulingGates unless the pod carries it."""
+    if any(entry.get("name") == gate for entry in current or ()):
+        return []
+    if not current:
+        return [{"op": "add", "path": pointer("spec", "schedulingGates"), "value": [{"name": gate}]}]
+    return [{"op": "add", "path": pointer("spec", "schedulingGates", "-"), "value": {"name": gate}}]

@@ -524,3 +524,17 @@ def test_segment_size_above_the_replicas_is_one_short_segment_with_a_warning():
     [segment] = tree.group("worker").children
     assert len(segment.slots) == 16
     assert any("kai.scheduler/segment-size=20" in w and "one segment of 16" in w for w in tree.warnings)
+
+
+@pytest.mark.parametrize("key", ["kai.scheduler/segment-size", "kai.scheduler/segment-topology-required-placement"])
+def test_a_segment_annotation_on_the_job_itself_is_warned_about_naming_the_pod_template(key):
+    job = workload("job-indexed.yaml")
+    job["metadata"].setdefault("annotations", {})[key] = "4"
+    [tree] = group_workload(job, TOPOLOGIES)
+    [warning] = [w for w in tree.warnings if key in w]
+    assert "own metadata is ignored" in warning and "spec.template.metadata.annotations" in warning
+
+
+def test_segment_annotations_on_the_pod_template_get_no_misplacement_warning():
+    [tree] = group_workload(workload("job-indexed.yaml"), TOPOLOGIES)
+    assert not [w for w in tree.warnings if "own metadata" in w]

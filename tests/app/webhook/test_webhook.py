@@ -874,3 +874,12 @@ def test_a_pod_of_the_wrong_shape_is_denied_naming_the_field(client, name, path,
     parent[path[-1]] = value
     response = deny(client, body)
     assert response["status"]["code"] == 400 and message in response["status"]["message"], response["status"]
+
+
+def test_the_fits_gate_is_added_once_beside_other_gates():
+    from app.webhook.patch import add_gate
+    assert add_gate(None, "tas-extender.io/gang-fits") == [
+        {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": "tas-extender.io/gang-fits"}]}]
+    assert add_gate([{"name": "other"}], "tas-extender.io/gang-fits") == [
+        {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": "tas-extender.io/gang-fits"}}]
+    assert add_gate([{"name": "tas-extender.io/gang-fits"}], "tas-extender.io/gang-fits") == []
