@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client as k8s
 
 from test_e2e_priority import (  # noqa: F401 - fixtures
-    busy_cluster, priority_classes,
+    busy_cluster,
     test_preemption_evicts_replicaset_pods_of_one_block_only_never_daemonset_pods as preempt_replicaset_pods,
     test_priority_class_gang_preempts_one_low_gang_inside_one_block as preempt_a_low_gang)
 
