@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .capacity import Capacity
-from .dra import DeviceModel
+from .dra import DeviceModel, allocated_devices
 from .nodes import NodeInfo, PodPlacementRules
 from .objects import ClusterObjects
 from .resources import BASE_RESOURCES, ResourceIndex, pod_requests
@@ -57,6 +57,7 @@ class Cluster:
         for i, counts in enumerate(dra_total):
             self.dra_columns[i, [self.resources.column[name] for name in counts]] = True
         self.dra_used = np.zeros_like(allocatable)
+        self._holders: tuple[dict, dict] | None = None     # claim holders, built when eviction_usage asks
         if self.devices.allocated:
             self.claims_changed(range(len(self.nodes)))
         self.topology_objects = list(topology_objects)
@@ -79,6 +80,7 @@ class Cluster:
 
     def claims_changed(self, nodes: Iterable[int]) -> None:
         """Apply the model's allocated devices to these nodes' DRA columns (after a claim event)."""
+        self._holders = None
         for i in nodes:
             node = self.nodes[i]
             total = self._dra_columns(node, self.devices.counts(node.name))
@@ -114,6 +116,85 @@ class Cluster:
             return None
         return np.fromiter((self.devices.claim_allows(spec, namespace, n) for n in self.nodes),
                            dtype=bool, count=len(self.nodes))
+
+    def asks_devices(self, spec: Mapping, namespace: str) -> bool:
+        """Whether kube-scheduler's DynamicResources plugin decides where this pending pod fits, on some node:
+        it has `spec.resourceClaims`, or it asks a resource some node counts from DRA devices (a class
+        column, or an extended resource a class serves where that node's allocatable lacks it; where the
+        allocatable has it, the device plugin serves it and NodeResourcesFit decides)."""
+        if spec.get("resourceClaims"):
+            return True
+        columns = [self.resources.column[name] for name, amount in self.pod_demand(spec, namespace).items()
+                   if amount > 0 and name in self.resources.column]
+        return bool(columns) and bool(self.dra_columns[:, columns].any())
+
+    # --- what an eviction frees ------------------------------------------------------------------
+    def _claim_holders(self) -> tuple[dict[str, list[str]], dict[str, tuple[frozenset[str], bool]]]:
+        """(pod key -> the allocated claims it holds, claim -> (the pods holding it, whether something
+        other than a pod does)), from each claim's `status.reservedFor`; rebuilt after a claim event."""
+        if self._holders is None:
+            by_pod: dict[str, list[str]] = {}
+            holders: dict[str, tuple[frozenset[str], bool]] = {}
+            for claim_key, claim in self.devices.claims.items():
+                status = claim.get("status") or {}
+                if not (((status.get("allocation") or {}).get("devices") or {}).get("results")):
+                    continue
+                namespace = claim_key.split("/", 1)[0]
+                pods, others = set(), False
+                for consumer in status.get("reservedFor") or []:
+                    if (consumer or {}).get("resource") == "pods" and not consumer.get("apiGroup"):
+                        pods.add(f"{namespace}/{consumer.get('name')}")
+                    else:
+                        others = True
+                holders[claim_key] = (frozenset(pods), others)
+                for pod in pods:
+                    by_pod.setdefault(pod, []).append(claim_key)
+            self._holders = (by_pod, holders)
+        return self._holders
+
+    def claim_holders(self) -> dict[str, frozenset[str]]:
+        """Bound pods holding allocated claims -> the bound pods sharing one of those claims (itself included)."""
+        by_pod, holders = self._claim_holders()
+        shared: dict[str, frozenset[str]] = {}
+        for key, claims in by_pod.items():
+            if key in self.pods:
+                shared[key] = frozenset(p for c in claims for p in holders[c][0] if p in self.pods)
+        return shared
+
+    def _counted_on(self, claim: str, bound: list[str]) -> str:
+        """The holder whose eviction row counts a claim: the first (key order) on a node of its devices."""
+        nodes = self.devices.claim_nodes(self.devices.claims[claim])
+        local = [p for p in bound if self.node_names[self.pods[p].node] in nodes]
+        return min(local or bound)
+
+    def eviction_usage(self, key: str, together: Collection[str] = ()) -> np.ndarray:
+        """What evicting the bound pod `key` frees on its node, as a row: its request, and the devices of its
+        allocated claims that no remaining pod holds (`status.reservedFor`; `together`: the pods evicted
+        with it). A claim several of them hold is counted once, on the first of them (key order) on a node of
+        its devices, so the rows of pods evicted together add up; a claim a remaining pod (or another consumer) holds frees
+        nothing. Devices count by the node's columns after the claim is gone (shared counters included):
+        one freed MIG instance may give back a whole GPU. The one rule of the victim search, the what-if
+        advice and the preemptor's re-check; the devices are free in the model only once the claim is
+        deallocated (its event), not at the eviction."""
+        usage = self.pods[key]
+        by_pod, holders = self._claim_holders()
+        going = set(together) | {key}
+        freed = set()
+        for claim in by_pod.get(key, ()):
+            pods, others = holders[claim]
+            bound = [p for p in pods if p in self.pods]
+            if others or not going.issuperset(bound) or self._counted_on(claim, bound) != key:
+                continue
+            freed |= {d for d, owner in allocated_devices([self.devices.claims[claim]]).items()
+                      if self.devices.allocated.get(d) == owner}
+        if not freed:
+            return usage.request.copy()
+        node = self.nodes[usage.node]
+        left = {d: c for d, c in self.devices.allocated.items() if d not in freed}
+        after = self.resources.vector(self._dra_columns(node, self.devices.counts(node.name, left)))
+        # a DRA column's allocatable is its device count: free devices now = allocatable - dra_used
+        gain = after - (self.capacity.allocatable[usage.node] - self.dra_used[usage.node])
+        return usage.request + np.where(self.dra_columns[usage.node], np.maximum(gain, 0), 0)
 
     # --- pods ------------------------------------------------------------------------------------
     def add_pod(self, pod: Mapping) -> bool:
