@@ -33,6 +33,14 @@ class Usage:
     request: np.ndarray
 
 
+@dataclass(frozen=True)
+class _Held:
+    """Who holds an allocated claim (`status.reservedFor`) and the devices allocated to it."""
+    pods: frozenset[str]                 # pod keys
+    others: bool                         # reserved for something other than a pod too
+    devices: frozenset[tuple[str, str, str]]
+
+
 class Cluster:
     """Nodes in a fixed order with their matrices and trees. Pod and reservation changes are
     incremental; node set or label changes need a new Cluster."""
@@ -129,15 +137,18 @@ class Cluster:
         return bool(columns) and bool(self.dra_columns[:, columns].any())
 
     # --- what an eviction frees ------------------------------------------------------------------
-    def _claim_holders(self) -> tuple[dict[str, list[str]], dict[str, tuple[frozenset[str], bool]]]:
-        """(pod key -> the allocated claims it holds, claim -> (the pods holding it, whether something
-        other than a pod does)), from each claim's `status.reservedFor`; rebuilt after a claim event."""
+    def _claim_holders(self) -> tuple[dict[str, list[str]], dict[str, "_Held"]]:
+        """(pod key -> the allocated claims it holds, claim -> who holds it and its devices), from each
+        claim's `status.reservedFor` and allocation; rebuilt after a claim event."""
         if self._holders is None:
             by_pod: dict[str, list[str]] = {}
-            holders: dict[str, tuple[frozenset[str], bool]] = {}
+            holders: dict[str, _Held] = {}
+            allocated = self.devices.allocated
             for claim_key, claim in self.devices.claims.items():
                 status = claim.get("status") or {}
-                if not (((status.get("allocation") or {}).get("devices") or {}).get("results")):
+                devices = frozenset(d for d, owner in allocated_devices([claim]).items()
+                                    if allocated.get(d) == owner)
+                if not devices:
                     continue
                 namespace = claim_key.split("/", 1)[0]
                 pods, others = set(), False
@@ -146,7 +157,7 @@ class Cluster:
                         pods.add(f"{namespace}/{consumer.get('name')}")
                     else:
                         others = True
-                holders[claim_key] = (frozenset(pods), others)
+                holders[claim_key] = _Held(frozenset(pods), others, devices)
                 for pod in pods:
                     by_pod.setdefault(pod, []).append(claim_key)
             self._holders = (by_pod, holders)
@@ -158,11 +169,13 @@ class Cluster:
         shared: dict[str, frozenset[str]] = {}
         for key, claims in by_pod.items():
             if key in self.pods:
-                shared[key] = frozenset(p for c in claims for p in holders[c][0] if p in self.pods)
+                shared[key] = frozenset(p for c in claims for p in holders[c].pods if p in self.pods)
         return shared
 
     def _counted_on(self, claim: str, bound: list[str]) -> str:
         """The holder whose eviction row counts a claim: the first (key order) on a node of its devices."""
+        if len(bound) == 1:
+            return bound[0]
         nodes = self.devices.claim_nodes(self.devices.claims[claim])
         local = [p for p in bound if self.node_names[self.pods[p].node] in nodes]
         return min(local or bound)
@@ -181,20 +194,16 @@ class Cluster:
         going = set(together) | {key}
         freed = set()
         for claim in by_pod.get(key, ()):
-            pods, others = holders[claim]
-            bound = [p for p in pods if p in self.pods]
-            if others or not going.issuperset(bound) or self._counted_on(claim, bound) != key:
+            held = holders[claim]
+            bound = [p for p in held.pods if p in self.pods]
+            if held.others or not going.issuperset(bound) or self._counted_on(claim, bound) != key:
                 continue
-            freed |= {d for d, owner in allocated_devices([self.devices.claims[claim]]).items()
-                      if self.devices.allocated.get(d) == owner}
+            freed |= held.devices
         if not freed:
             return usage.request.copy()
         node = self.nodes[usage.node]
-        left = {d: c for d, c in self.devices.allocated.items() if d not in freed}
-        after = self.resources.vector(self._dra_columns(node, self.devices.counts(node.name, left)))
-        # a DRA column's allocatable is its device count: free devices now = allocatable - dra_used
-        gain = after - (self.capacity.allocatable[usage.node] - self.dra_used[usage.node])
-        return usage.request + np.where(self.dra_columns[usage.node], np.maximum(gain, 0), 0)
+        gain = self.resources.vector(self._dra_columns(node, self.devices.freed_counts(node.name, freed)))
+        return usage.request + np.where(self.dra_columns[usage.node], gain, 0)
 
     # --- pods ------------------------------------------------------------------------------------
     def add_pod(self, pod: Mapping) -> bool:
