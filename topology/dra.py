@@ -356,6 +356,10 @@ class DeviceModel:
                         gained[name] = gained.get(name, 0) + more
         return gained
 
+    def shares_counters(self, devices: Iterable[tuple[str, str, str]]) -> bool:
+        """Whether any of these devices is in a pool with shared counters."""
+        return any(pool is not None and pool.counters for pool in (self.pools.get(d[:2]) for d in devices))
+
     def largest_count(self, device_class: str) -> int:
         """The most devices of a class any one node has (what `allocationMode: All` asks, approximated)."""
         if self._largest is None:

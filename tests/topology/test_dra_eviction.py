@@ -104,3 +104,27 @@ def test_a_gpu_pod_counts_as_asking_devices_only_where_some_node_serves_its_gpus
     assert not cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS).asks_devices(cpu_only, "research")
     cpu_only["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "eight"}]
     assert cluster_of(plugin, DRA_GPU_CLASS).asks_devices(cpu_only, "research")
+
+
+def test_what_an_eviction_frees_follows_claim_events():
+    """The holders are read again after each claim event: a second holder added to the claim keeps its
+    devices when the first pod goes alone; a deallocated claim frees nothing on eviction any more."""
+    claim = held(dra_claim("c", "research", "node-01", ["gpu-0", "gpu-1"]), "a")
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, _pod("a", "node-01", 0),
+                         _pod("b", "node-01", 0), claim)
+    assert freed(cluster, "research/a", GPU) == 2
+
+    def event(before, after):
+        cluster.claims_changed([cluster.node_index[n] for n in cluster.devices.apply_claim(before, after)])
+
+    shared = held(copy.deepcopy(cluster.devices.claims["research/c"]), "a", "b")
+    event(cluster.devices.claims["research/c"], shared)
+    assert freed(cluster, "research/a", GPU) == 0
+    assert freed(cluster, "research/a", GPU, {"research/b"}) == 2
+    released = copy.deepcopy(shared)
+    del released["status"]["allocation"]
+    event(shared, released)
+    assert freed(cluster, "research/a", GPU, {"research/b"}) == 0
+    assert cluster.claim_holders() == {}
+    event(released, None)
+    assert cluster.claim_holders() == {}
