@@ -125,18 +125,18 @@ def test_claims_the_pods_of_a_gang_share_free_their_devices_when_the_whole_gang_
 
 
 def test_the_re_check_after_a_threaded_search_counts_the_freed_dra_gpus():
-    """Against the API the search runs in a thread and its choice is committed only if the cluster still
-    allows it (Preemptor._still_holds); that check too must count the victims' claims, or it rejects every
-    choice and the search starts again forever."""
+    """Against the API the search runs in a thread on a snapshot and its choice is committed only if the
+    cluster still allows it (Preemptor._still_holds); that check too must count the victims' claims, or it
+    rejects every choice and the search starts again forever."""
     objects, pods = low_rack(gang("high", 1000))
-    client, writer = client_of(objects)
-    writer.blocking = True
+    client, _ = client_of(objects, preemption="dry-run")
+    filter_(client, pods[0])
     preemptor = client.app.state.engine.preemptor
-    assert "looking for lower-priority pods" in refusal(filter_(client, pods[0]))
-    preemptor.searcher.join(timeout=60)
-    if preemptor.sender is not None:
-        preemptor.sender.join(timeout=60)
-    assert sorted(f"{ns}/{name}" for ns, name, _ in writer.evictions) == LOW
+    plan = client.app.state.service.plans.get(gang_key(client))
+    snapshot = preemptor._snapshot(plan.tree)
+    result = preemptor._search(snapshot, set(), set())
+    assert result.found and sorted(v.pod for v in result.victims) == LOW
+    assert preemptor._still_holds(snapshot[0], result)
 
 
 def unschedulable(pod: dict, message: str = KUBE_SCHEDULER_REFUSAL) -> dict:
