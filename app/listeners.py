@@ -106,6 +106,58 @@ def warnings(settings: Settings) -> list[str]:
     return []
 
 
+class CoalescingTransport:
+    """A transport whose writes within one turn of the event loop go out as one: uvicorn writes a response's
+    head and its body in two calls, which over TLS makes two records, two encryptions and two sends (on
+    loopback each send also runs the receiver's side in the kernel). Every call but `write` goes to the real
+    transport; anything that ends or inspects the stream (`close`, `write_eof`, the buffer size, a protocol
+    change) sends what is held first, so the bytes keep their order."""
+
+    def __init__(self, transport, loop) -> None:
+        self._transport, self._loop = transport, loop
+        self._held: list[bytes] = []
+
+    def write(self, data) -> None:
+        if not data:
+            return
+        if not self._held:
+            self._loop.call_soon(self.flush)
+        self._held.append(bytes(data))
+
+    def writelines(self, chunks) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def flush(self) -> None:
+        if self._held:
+            data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
+            self._held = []
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def abort(self) -> None:
+        self._held = []
+        self._transport.abort()
+
+    def set_protocol(self, protocol) -> None:
+        self.flush()
+        self._transport.set_protocol(protocol)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(map(len, self._held))
+
+    def __getattr__(self, name):
+        return getattr(self._transport, name)
+
+
 class TimedHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, closing a connection whose request has not arrived whole (head and body)
     within `request_timeout` seconds of the connection's start or of the request's first byte. uvicorn bounds
@@ -116,7 +168,7 @@ class TimedHttpProtocol(HttpToolsProtocol):
     request_timeout: float = 10.0
 
     def connection_made(self, transport) -> None:
-        super().connection_made(transport)
+        super().connection_made(CoalescingTransport(transport, self.loop))
         self._deadline = self.loop.call_later(self.request_timeout, self._request_too_slow)
 
     def on_message_begin(self) -> None:

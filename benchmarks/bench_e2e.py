@@ -346,10 +346,22 @@ def cpu_seconds(cluster: E2ECluster) -> dict[str, float]:
     for process in [*cluster.plane.processes, *(r.process for r in cluster.extender.replicas if r.process)]:
         try:
             fields = Path(f"/proc/{process.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            out[process.name] = (int(fields[11]) + int(fields[12])) / tick
+            out[process.name] = (int(fields[11]) + int(fields[12])) / tick + _children_cpu(process.popen.pid, tick)
         except (OSError, IndexError, ValueError):
             pass
     return out
+
+
+def _children_cpu(pid: int, tick: int) -> float:
+    """CPU so far of a process's live children: the service itself when a profiler (TAS_E2E_WRAP) launched it."""
+    total = 0.0
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
 
 
 def violations(cluster: E2ECluster, bound: list) -> int:
@@ -615,8 +627,26 @@ def job_round(cluster: E2ECluster, schedulers: dict, namespace: str, kind: str, 
                - before["counts"].get(f"unschedulable {'gangs' if kind == 'gangs' else 'plain'}", 0.0)}
     figures["writes"] = {k: v / pods for k, v in (writes_after - writes_before).items() if v > 0}
     figures["events"] = {k: v / pods for k, v in watched.events.items()}
+    figures["recorded"] = {k: v / pods for k, v in recorded_events(cluster, namespace).items()}
     figures.update(job_violations(cluster, namespace, shapes))
     return figures
+
+
+def recorded_events(cluster: E2ECluster, namespace: str) -> Counter:
+    """The round's Events by who wrote them and why (each counts its repeats: one write each)."""
+    out: Counter = Counter()
+    for event in cluster.core.list_namespaced_event(namespace).items:
+        source = event.reporting_component or (event.source.component if event.source else "") or "?"
+        why = next((f" ({label})" for phrase, label in REFUSALS if phrase in (event.message or "")), "")
+        if event.reason == "FailedScheduling" and not why and os.environ.get("BENCH_SHOW_REFUSALS"):
+            print(f"    unclassified FailedScheduling: {(event.message or '')[:300]}", flush=True)
+        out[f"{source} {event.reason}{why}"] += event.count or 1
+    return out
+
+
+# what a FailedScheduling event of a gang pod says (the extender's refusal, in kube-scheduler's message)
+REFUSALS = [("not known to the extender", "pod not watched yet"), ("more pods of gang", "gang's members missing"),
+            ("Insufficient", "kube-scheduler's filters")]
 
 
 def calls(before: dict, after: dict, name: str) -> float:
@@ -675,6 +705,11 @@ def job_summary(size: int, gates: bool, results: dict[str, list[dict]]) -> None:
             events.update(r["events"])
         print(f"  {'':<22} pod watch events per pod (mean): " + ", ".join(
             f"{k} {v / len(results[kind]):.2f}" for k, v in events.most_common()))
+        recorded = Counter()
+        for r in results[kind]:
+            recorded.update(r["recorded"])
+        print(f"  {'':<22} Events per pod by writer and reason (mean): " + ", ".join(
+            f"{k} {v / len(results[kind]):.2f}" for k, v in recorded.most_common()))
     g, p = medians["gangs"], medians["plain"]
     checks = [("pods/s >= 0.8 x plain", _ratio(g["pods/s"], p["pods/s"]), 0.8, ">="),
               ("service CPU per gang pod <= 2 ms", g["service CPU ms/pod"], 2.0, "<="),
@@ -729,9 +764,13 @@ def job_rounds(binaries: dict, args, folder: Path) -> None:
                     clear(cluster, namespace)
                 job_summary(size, gates, results)
         finally:
+            if cluster is not None and args.py_spy:
+                stop_under_profiler(cluster.extender.replicas[0].process.popen)
             if cluster is not None:
                 cluster.stop()
             plane.stop()
+            if args.py_spy and args.py_spy.exists():
+                Profiler.report(args.py_spy, 0, None)
             if args.logs:
                 args.logs.mkdir(parents=True, exist_ok=True)
                 for log in Path(folder).rglob("*.log"):
@@ -888,7 +927,7 @@ def main() -> int:
         parser.error(f"--jobs {args.jobs}: expected an even number (half rack Jobs, half segment Jobs)")
     if args.py_spy:
         spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))   # the service gets PATH=/usr/bin:/bin
-        os.environ["TAS_E2E_WRAP"] = f"{spy} record --nonblocking --format raw --rate 100 -o {args.py_spy.resolve()} --"
+        os.environ["TAS_E2E_WRAP"] = f"{spy} record --nonblocking --gil --format raw --rate 100 -o {args.py_spy.resolve()} --"
     binaries, reason = find_binaries()
     if reason:
         print(f"bench_e2e: {reason}", file=sys.stderr)

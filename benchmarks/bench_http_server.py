@@ -3,6 +3,7 @@ granian (HTTP and TLS in Rust, running the same ASGI app), side by side in one r
 
     python benchmarks/bench_http_server.py              # 3 alternated rounds of 8 s per server and case
     python benchmarks/bench_http_server.py --rounds 5 --seconds 15
+    python benchmarks/bench_http_server.py --servers uvicorn-apart,uvicorn   # one write per response or two
 
 The service is the real app (`create_app`, the standalone demo) in a process of its own, serving the
 webhook on its TLS port and the verbs on their mutual-TLS port (--client-ca), as in a cluster. The load
@@ -49,8 +50,12 @@ def serve(server: str, port: int, verbs_port: int, cert: str, key: str, ca: str)
     settings = Settings(host="127.0.0.1", port=port, verbs_port=verbs_port, tls_cert=cert, tls_key=key,
                         client_ca=ca, log_level="warning")
     app = create_app(settings, serving=True)
-    if server == "uvicorn":
+    if server.startswith("uvicorn"):
         from app import listeners
+        if server == "uvicorn-apart":        # each write of a response sent as it comes (head, then body)
+            listeners.TimedHttpProtocol.connection_made = lambda self, transport: (
+                listeners.HttpToolsProtocol.connection_made(self, transport), setattr(
+                    self, "_deadline", self.loop.call_later(self.request_timeout, self._request_too_slow)))
         listeners.run(app, settings)
         return
     from granian.constants import Interfaces
@@ -110,7 +115,7 @@ def start(server: str, files, ports) -> subprocess.Popen:
         time.sleep(0.2)
 
 
-def measure(rounds: int, seconds: float) -> None:
+def measure(rounds: int, seconds: float, servers: tuple[str, str] = ("uvicorn", "granian")) -> None:
     import ssl
 
     from controlplane import Certificates, free_port
@@ -123,7 +128,7 @@ def measure(rounds: int, seconds: float) -> None:
     mutual.load_cert_chain(*map(str, client))
     results: dict[tuple[str, str], list[tuple[float, float, float, int]]] = {}
     for round_ in range(rounds):
-        for server in (("uvicorn", "granian") if round_ % 2 == 0 else ("granian", "uvicorn")):
+        for server in (servers if round_ % 2 == 0 else servers[::-1]):
             ports = (free_port(), free_port())
             process = start(server, (cert, key, certs.ca_crt), ports)
             try:
@@ -148,8 +153,8 @@ def measure(rounds: int, seconds: float) -> None:
         rate = statistics.median(r[3] for r in rows) / seconds
         print(f"{case:22} {server:8} {cpu:10.3f} {p50:7.2f} {p99:7.2f} {rate:7.0f}")
     for case in CASES:
-        u, g = (statistics.median(r[0] for r in results[(case, s)]) for s in ("uvicorn", "granian"))
-        print(f"verdict {case}: granian's CPU per request is {g / u:.2f}x uvicorn's")
+        u, g = (statistics.median(r[0] for r in results[(case, s)]) for s in servers)
+        print(f"verdict {case}: {servers[1]}'s CPU per request is {g / u:.2f}x {servers[0]}'s")
 
 
 def main() -> None:
@@ -160,8 +165,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--servers", default="uvicorn,granian", help="the two servers compared: uvicorn (as "
+                        "`serve` runs it), granian, or uvicorn-apart (uvicorn sending a response's head and body in "
+                        "two writes, as before the service coalesced them)")
     args = parser.parse_args()
-    measure(args.rounds, args.seconds)
+    servers = tuple(args.servers.split(","))
+    if len(servers) != 2 or not set(servers) <= {"uvicorn", "granian", "uvicorn-apart"}:
+        parser.error(f"--servers {args.servers}: two of uvicorn, granian, uvicorn-apart")
+    measure(args.rounds, args.seconds, servers)
 
 
 if __name__ == "__main__":
