@@ -3,7 +3,7 @@ granian (HTTP and TLS in Rust, running the same ASGI app), side by side in one r
 
     python benchmarks/bench_http_server.py              # 3 alternated rounds of 8 s per server and case
     python benchmarks/bench_http_server.py --rounds 5 --seconds 15
-    python benchmarks/bench_http_server.py --servers uvicorn-apart,uvicorn   # one write per response or two
+    python benchmarks/bench_http_server.py --servers uvicorn+apart+tickets,uvicorn   # before and after issue 39's pass
 
 The service is the real app (`create_app`, the standalone demo) in a process of its own, serving the
 webhook on its TLS port and the verbs on their mutual-TLS port (--client-ca), as in a cluster. The load
@@ -40,7 +40,9 @@ REVIEW = orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionRe
                                    "resource": {"group": "", "version": "v1", "resource": "pods"},
                                    "namespace": "default", "operation": "CREATE", "object": POD}})
 FILTER = orjson.dumps({"Pod": POD, "NodeNames": [f"node-{i:02d}" for i in range(1, 33)]})
-CASES = {"webhook (TLS)": ("main", "/mutate", REVIEW), "filter (mutual TLS)": ("verbs", "/scheduler/filter", FILTER)}
+CASES = {"webhook (TLS)": ("main", "/mutate", REVIEW), "filter (mutual TLS)": ("verbs", "/scheduler/filter", FILTER),
+         # kube-scheduler keeps 2 idle connections while more binds run at once: the others are new each time
+         "filter, new connection": ("verbs", "/scheduler/filter", FILTER)}
 
 
 def serve(server: str, port: int, verbs_port: int, cert: str, key: str, ca: str) -> None:
@@ -49,15 +51,18 @@ def serve(server: str, port: int, verbs_port: int, cert: str, key: str, ca: str)
     from app.settings import Settings
     settings = Settings(host="127.0.0.1", port=port, verbs_port=verbs_port, tls_cert=cert, tls_key=key,
                         client_ca=ca, log_level="warning")
-    app = create_app(settings, serving=True)
     if server.startswith("uvicorn"):
-        from app import listeners
-        if server == "uvicorn-apart":        # each write of a response sent as it comes (head, then body)
+        from app import certificates, listeners
+        if "+apart" in server:        # each write of a response sent as it comes (head, then body)
             listeners.TimedHttpProtocol.connection_made = lambda self, transport: (
                 listeners.HttpToolsProtocol.connection_made(self, transport), setattr(
                     self, "_deadline", self.loop.call_later(self.request_timeout, self._request_too_slow)))
+        if "+tickets" in server:      # OpenSSL's 2 TLS 1.3 session tickets after each handshake
+            certificates.NUM_TICKETS = 2
+        app = create_app(settings, serving=True)
         listeners.run(app, settings)
         return
+    app = create_app(settings, serving=True)
     from granian.constants import Interfaces
     from granian.server.embed import Server
 
@@ -78,12 +83,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def load(url: str, body: bytes, context, seconds: float) -> list[float]:
-    """2 kept-alive connections, each sending its next request when the last is answered: latencies."""
+def load(url: str, body: bytes, context, seconds: float, new: bool = False) -> list[float]:
+    """2 kept-alive connections, each sending its next request when the last is answered (`new`: each request
+    on a connection of its own, with its TLS handshake): latencies."""
     latencies: list[float] = []
     stop = time.monotonic() + seconds
 
     def connection():
+        if new:
+            while time.monotonic() < stop:
+                started = time.perf_counter()
+                with httpx.Client(verify=context, http2=False) as client:
+                    answer = client.post(url, content=body, headers={"Content-Type": "application/json"})
+                latencies.append(time.perf_counter() - started)
+                assert answer.status_code == 200, answer.text
+            return
         with httpx.Client(verify=context, http2=False, limits=httpx.Limits(max_connections=1)) as client:
             client.post(url, content=body, headers={"Content-Type": "application/json"})      # the handshake
             while time.monotonic() < stop:
@@ -135,9 +149,10 @@ def measure(rounds: int, seconds: float, servers: tuple[str, str] = ("uvicorn", 
                 for case, (listener, path, body) in CASES.items():
                     port = ports[0] if listener == "main" else ports[1]
                     url = f"https://127.0.0.1:{port}{path}"
-                    load(url, body, trust if listener == "main" else mutual, 1.0)           # warm up
+                    new = "new connection" in case
+                    load(url, body, trust if listener == "main" else mutual, 1.0, new)           # warm up
                     before = cpu_seconds(process.pid)
-                    latencies = load(url, body, trust if listener == "main" else mutual, seconds)
+                    latencies = load(url, body, trust if listener == "main" else mutual, seconds, new)
                     cpu = cpu_seconds(process.pid) - before
                     latencies.sort()
                     results.setdefault((case, server), []).append(
@@ -166,12 +181,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--servers", default="uvicorn,granian", help="the two servers compared: uvicorn (as "
-                        "`serve` runs it), granian, or uvicorn-apart (uvicorn sending a response's head and body in "
-                        "two writes, as before the service coalesced them)")
+                        "`serve` runs it), granian, or uvicorn as it was before issue 39's second pass: "
+                        "uvicorn+apart (a response's head and body in two writes), uvicorn+tickets (2 TLS session "
+                        "tickets after each handshake), uvicorn+apart+tickets")
     args = parser.parse_args()
     servers = tuple(args.servers.split(","))
-    if len(servers) != 2 or not set(servers) <= {"uvicorn", "granian", "uvicorn-apart"}:
-        parser.error(f"--servers {args.servers}: two of uvicorn, granian, uvicorn-apart")
+    valid = {"uvicorn", "granian", "uvicorn+apart", "uvicorn+tickets", "uvicorn+apart+tickets"}
+    if len(servers) != 2 or not set(servers) <= valid:
+        parser.error(f"--servers {args.servers}: two of {', '.join(sorted(valid))}")
     measure(args.rounds, args.seconds, servers)
 
 
