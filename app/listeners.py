@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from fastapi import APIRouter, FastAPI
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -166,9 +166,12 @@ class TimedHttpProtocol(HttpToolsProtocol):
     answer takes is not bounded here."""
 
     request_timeout: float = 10.0
+    counted: Callable[[], None] | None = None            # told of each connection accepted (the metric)
 
     def connection_made(self, transport) -> None:
         super().connection_made(CoalescingTransport(transport, self.loop))
+        if self.counted is not None:
+            self.counted()
         self._deadline = self.loop.call_later(self.request_timeout, self._request_too_slow)
 
     def on_message_begin(self) -> None:
@@ -201,8 +204,9 @@ class TimedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def timed_protocol(request_timeout: float) -> type[TimedHttpProtocol]:
-    return type("TimedHttpProtocol", (TimedHttpProtocol,), {"request_timeout": request_timeout})
+def timed_protocol(request_timeout: float, counted: Callable[[], None] | None = None) -> type[TimedHttpProtocol]:
+    return type("TimedHttpProtocol", (TimedHttpProtocol,), {"request_timeout": request_timeout,
+                                                            "counted": staticmethod(counted) if counted else None})
 
 
 def tls_files(settings: Settings) -> TlsFiles | None:
@@ -219,18 +223,24 @@ def servers(app: FastAPI, settings: Settings, tls: TlsFiles | None = None) -> li
 
     # no X-Forwarded-* rewriting: nothing reads the client's address, and kube-scheduler and the API server
     # call directly (uvicorn's ProxyHeadersMiddleware would otherwise wrap every call)
+    connections = app.state.service.metrics.connections
     common = {"log_config": None, "log_level": settings.log_level, "access_log": False, "proxy_headers": False,
-              "timeout_keep_alive": KEEP_ALIVE, "http": timed_protocol(settings.request_timeout)}
+              "timeout_keep_alive": KEEP_ALIVE}
+
+    def http(listener: str) -> dict:
+        return {"http": timed_protocol(settings.request_timeout, connections.labels(listener).inc)}
+
     main_tls = {"ssl_context_factory": lambda *_: tls.server_context()} if tls else {}
-    out = [uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, **main_tls, **common))]
+    out = [uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, **main_tls, **common,
+                                         **http("main")))]
     verbs, debug = app.state.listeners.get("verbs"), app.state.listeners.get("debug")
     if verbs is not None:                   # only with --client-ca, which needs --tls-cert
         out.append(uvicorn.Server(uvicorn.Config(
             verbs, host=settings.host, port=settings.verbs_port, lifespan="off",
-            ssl_context_factory=lambda *_: tls.mutual_context(), **common)))
+            ssl_context_factory=lambda *_: tls.mutual_context(), **common, **http("verbs"))))
     if debug is not None:
         out.append(uvicorn.Server(uvicorn.Config(debug, host="127.0.0.1", port=settings.debug_port,
-                                                 lifespan="off", **common)))
+                                                 lifespan="off", **common, **http("debug"))))
     return out
 
 

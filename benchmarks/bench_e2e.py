@@ -129,6 +129,7 @@ def snapshot(cluster: E2ECluster, schedulers: dict) -> dict:
     add_buckets(buckets, service, "tas_extender_request_seconds",
                 lambda labels: "service " + labels.get("verb", ""))
     add_counts(counts, service, "tas_extender_member_waits_total", lambda labels: "held")
+    add_counts(counts, service, "tas_extender_connections_total", lambda labels: f"connections {labels.get('listener')}")
     for kind, process in schedulers.items():
         text = cluster.plane.scheduler_metrics(process)
         add_buckets(buckets, text, "scheduler_scheduling_attempt_duration_seconds", lambda labels: f"attempt {kind}")
@@ -430,6 +431,10 @@ def summary(size: int, results: dict[str, list[dict]]) -> None:
         ("bind p50 <= kube-scheduler's binder (ratio)", _ratio(g["bind p50 ms"], p["bind p50 ms"]), 1.0, "<="),
         ("gang pods/s >= 0.80 x plain (goal)", g["pods/s"] / p["pods/s"], 0.80, ">="),
     ]
+    if g.get("kube-apiserver CPU ms/pod less idle") is not None:
+        print(f"  the API server's extra CPU per gang pod less its idle rate over the longer round: "
+              f"{fmt(_difference(g['kube-apiserver CPU ms/pod less idle'], p['kube-apiserver CPU ms/pod less idle']))} ms; "
+              f"the service's per gang pod less idle: {fmt(g['service CPU ms/pod less idle'])} ms")
     verdicts = []
     for label, value, target, op in checks:
         ok = value is not None and (value >= target if op == ">=" else value <= target)
@@ -589,8 +594,14 @@ def api_writes(cluster: E2ECluster) -> Counter:
     return out
 
 
-def job_round(cluster: E2ECluster, schedulers: dict, namespace: str, kind: str, jobs: int) -> dict:
+def job_round(cluster: E2ECluster, schedulers: dict, namespace: str, kind: str, jobs: int, idle: float = 0.0) -> dict:
     cluster.create_namespace(namespace)
+    idle_rate = {}
+    if idle > 0:          # what each process spends while nothing is scheduled (leases, resyncs, flushes)
+        quiet, began = cpu_seconds(cluster), time.monotonic()
+        time.sleep(idle)
+        now, seconds = cpu_seconds(cluster), time.monotonic() - began
+        idle_rate = {name: (now[name] - quiet.get(name, now[name])) / seconds for name in now}
     shapes = ["rack" if j % 2 == 0 else "segments" for j in range(jobs)]
     if kind == "native":
         cluster.apply([job_podgroup(f"job-{j}", shape) for j, shape in enumerate(shapes)], namespace=namespace)
@@ -623,8 +634,15 @@ def job_round(cluster: E2ECluster, schedulers: dict, namespace: str, kind: str, 
                "API writes/pod": sum((writes_after - writes_before).values()) / pods,
                **{f"{verb} calls/pod": calls(before, after, f"service {verb}") / pods for verb in ("filter", "bind")},
                "webhook p50 ms": (quantile(before["buckets"].get("webhook"), after["buckets"].get("webhook"), 0.5) or 0) * 1e3,
+               **{f"{listener} connections/pod": (after["counts"].get(f"connections {listener}", 0.0)
+                                                  - before["counts"].get(f"connections {listener}", 0.0)) / pods
+                  for listener in ("verbs", "main")},
                "unschedulable": after["counts"].get(f"unschedulable {'gangs' if kind == 'gangs' else 'plain'}", 0.0)
                - before["counts"].get(f"unschedulable {'gangs' if kind == 'gangs' else 'plain'}", 0.0)}
+    if idle_rate:          # the CPU a longer round costs by lasting longer, taken out
+        for part, name in (("service", service), ("kube-apiserver", "kube-apiserver"), ("scheduler", scheduler)):
+            figures[f"{part} CPU ms/pod less idle"] = (cpu.get(name, 0.0) - idle_rate.get(name, 0.0) * elapsed) * 1e3 / pods
+        figures["kube-apiserver idle CPU ms/s"] = idle_rate.get("kube-apiserver", 0.0) * 1e3
     figures["writes"] = {k: v / pods for k, v in (writes_after - writes_before).items() if v > 0}
     figures["events"] = {k: v / pods for k, v in watched.events.items()}
     figures["recorded"] = {k: v / pods for k, v in recorded_events(cluster, namespace).items()}
@@ -679,8 +697,13 @@ def job_violations(cluster: E2ECluster, namespace: str, shapes: list[str]) -> di
 
 
 JOB_FIGURES = ["pods/s", "all CPU ms/pod", *[f"{part} CPU ms/pod" for part in CPU_PARTS], "benchmark CPU ms/pod",
-               "API writes/pod", "filter calls/pod", "bind calls/pod", "watch events/pod", "watch KB/pod", "webhook p50 ms", "unschedulable",
+               "API writes/pod", "filter calls/pod", "bind calls/pod", "verbs connections/pod", "main connections/pod",
+               "watch events/pod", "watch KB/pod", "webhook p50 ms", "unschedulable",
                "racks/gang", "gangs split", "segments split", "nodes over"]
+
+
+IDLE_FIGURES = ["service CPU ms/pod less idle", "kube-apiserver CPU ms/pod less idle", "scheduler CPU ms/pod less idle",
+                "kube-apiserver idle CPU ms/s"]
 
 
 def job_summary(size: int, gates: bool, results: dict[str, list[dict]]) -> None:
@@ -691,7 +714,7 @@ def job_summary(size: int, gates: bool, results: dict[str, list[dict]]) -> None:
     for kind in kinds:
         medians[kind] = {}
         cells = []
-        for name in JOB_FIGURES:
+        for name in JOB_FIGURES + [n for n in IDLE_FIGURES if results[kind][0].get(n) is not None]:
             medians[kind][name], text = median_range([r.get(name) for r in results[kind]])
             cells.append(f"{name} {text}")
         print(f"  {JOB_KINDS[kind]:<22} " + "; ".join(cells))
@@ -717,6 +740,10 @@ def job_summary(size: int, gates: bool, results: dict[str, list[dict]]) -> None:
                _difference(g["kube-apiserver CPU ms/pod"], p["kube-apiserver CPU ms/pod"]), 1.0, "<=")]
     if "native" in medians:
         checks.append(("pods/s >= native", _ratio(g["pods/s"], medians["native"]["pods/s"]), 1.0, ">="))
+    if g.get("kube-apiserver CPU ms/pod less idle") is not None:
+        print(f"  the API server's extra CPU per gang pod less its idle rate over the longer round: "
+              f"{fmt(_difference(g['kube-apiserver CPU ms/pod less idle'], p['kube-apiserver CPU ms/pod less idle']))} ms; "
+              f"the service's per gang pod less idle: {fmt(g['service CPU ms/pod less idle'])} ms")
     verdicts = []
     for label, value, target, op in checks:
         ok = value is not None and (value >= target if op == ">=" else value <= target)
@@ -757,7 +784,7 @@ def job_rounds(binaries: dict, args, folder: Path) -> None:
                 order = [k for n in range(args.rounds) for k in (kinds if n % 2 == 0 else kinds[::-1])]
                 for n, kind in enumerate(order):
                     namespace = f"jobs-{size}-{n}"
-                    result = job_round(cluster, schedulers, namespace, kind, args.jobs)
+                    result = job_round(cluster, schedulers, namespace, kind, args.jobs, args.idle_seconds)
                     results[kind].append(result)
                     print(f"  round {n + 1} {JOB_KINDS[kind]:<22} " + "; ".join(
                         f"{name} {fmt(result.get(name))}" for name in JOB_FIGURES) + f"; load {load()}", flush=True)
@@ -871,6 +898,9 @@ def admission_rounds(binaries: dict, args, folder: Path) -> None:
                        "etcd CPU ms/pod": cpu.get("etcd", 0.0) * 1e3 / pods,
                        "service CPU ms/pod": cpu.get(extender_process(cluster, "gangs"), 0.0) * 1e3 / pods,
                        "webhook p50 ms": (quantile(before["buckets"].get("webhook"), after["buckets"].get("webhook"), 0.5) or 0) * 1e3,
+               **{f"{listener} connections/pod": (after["counts"].get(f"connections {listener}", 0.0)
+                                                  - before["counts"].get(f"connections {listener}", 0.0)) / pods
+                  for listener in ("verbs", "main")},
                        "pod KB": watched.bytes / 1024 / max(1, sum(watched.events.values()))}
             results[kind].append(figures)
             print(f"  round {n + 1} {ADMISSION_KINDS[kind]:<24} " + "; ".join(f"{k} {fmt(v)}" for k, v in figures.items())
@@ -912,6 +942,9 @@ def main() -> int:
                         "plain, or created with the same fields (no patch)")
     parser.add_argument("--gates", default="off,on", help="--jobs: native gates off, on, or off,on (a control "
                         "plane each, in turn); --refused: on runs on a gated control plane (default off)")
+    parser.add_argument("--idle-seconds", type=float, default=0.0, help="--jobs: before each round, measure every "
+                        "process's CPU this long while nothing is scheduled, and print the CPU per pod less that rate "
+                        "times the round's length (default 0: not measured)")
     parser.add_argument("--manager-qps", type=int, default=1000, help="--jobs: kube-controller-manager's client "
                         "QPS (burst twice that; its default, 20, would bound every kind at the Job controller)")
     args = parser.parse_args()

@@ -63,6 +63,9 @@ def serve(server: str, port: int, verbs_port: int, cert: str, key: str, ca: str)
         listeners.run(app, settings)
         return
     app = create_app(settings, serving=True)
+    if server == "hypercorn":
+        hypercorn(app, port, verbs_port, cert, key, ca)
+        return
     from granian.constants import Interfaces
     from granian.server.embed import Server
 
@@ -78,18 +81,54 @@ def serve(server: str, port: int, verbs_port: int, cert: str, key: str, ca: str)
     uvloop.run(main())
 
 
+def hypercorn(app, port: int, verbs_port: int, cert: str, key: str, ca: str) -> None:
+    """Both listeners under hypercorn, offering HTTP/2 by ALPN (`pip install hypercorn`; not a dependency):
+    a Go client then sends all its requests over one connection, however many are in flight."""
+    import ssl
+
+    import uvloop
+    from hypercorn.asyncio import serve as serve_hypercorn
+    from hypercorn.config import Config
+
+    def config(listen: int, mutual: bool) -> Config:
+        config = Config()
+        config.bind = [f"127.0.0.1:{listen}"]
+        config.certfile, config.keyfile = cert, key
+        if mutual:
+            config.ca_certs, config.verify_mode = ca, ssl.CERT_REQUIRED
+        config.alpn_protocols = ["h2", "http/1.1"]
+        config.keep_alive_timeout = 120
+        config.loglevel = "WARNING"
+        return config
+
+    async def main():
+        await asyncio.gather(serve_hypercorn(app, config(port, False)),
+                             serve_hypercorn(app.state.listeners["verbs"], config(verbs_port, True)))
+    uvloop.run(main())
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def load(url: str, body: bytes, context, seconds: float, new: bool = False) -> list[float]:
+def load(url: str, body: bytes, context, seconds: float, new: bool = False, http2: bool = False) -> list[float]:
     """2 kept-alive connections, each sending its next request when the last is answered (`new`: each request
     on a connection of its own, with its TLS handshake): latencies."""
     latencies: list[float] = []
     stop = time.monotonic() + seconds
 
+    shared = httpx.Client(verify=context, http2=True) if http2 else None    # one connection, 2 streams at a time
+
     def connection():
+        if shared is not None:
+            shared.post(url, content=body, headers={"Content-Type": "application/json"})
+            while time.monotonic() < stop:
+                started = time.perf_counter()
+                answer = shared.post(url, content=body, headers={"Content-Type": "application/json"})
+                latencies.append(time.perf_counter() - started)
+                assert answer.status_code == 200 and answer.http_version == "HTTP/2", answer.text
+            return
         if new:
             while time.monotonic() < stop:
                 started = time.perf_counter()
@@ -149,10 +188,10 @@ def measure(rounds: int, seconds: float, servers: tuple[str, str] = ("uvicorn", 
                 for case, (listener, path, body) in CASES.items():
                     port = ports[0] if listener == "main" else ports[1]
                     url = f"https://127.0.0.1:{port}{path}"
-                    new = "new connection" in case
-                    load(url, body, trust if listener == "main" else mutual, 1.0, new)           # warm up
+                    new, http2 = "new connection" in case, server == "hypercorn"   # HTTP/2: never a new one
+                    load(url, body, trust if listener == "main" else mutual, 1.0, new, http2)           # warm up
                     before = cpu_seconds(process.pid)
-                    latencies = load(url, body, trust if listener == "main" else mutual, seconds, new)
+                    latencies = load(url, body, trust if listener == "main" else mutual, seconds, new, http2)
                     cpu = cpu_seconds(process.pid) - before
                     latencies.sort()
                     results.setdefault((case, server), []).append(
@@ -183,10 +222,11 @@ def main() -> None:
     parser.add_argument("--servers", default="uvicorn,granian", help="the two servers compared: uvicorn (as "
                         "`serve` runs it), granian, or uvicorn as it was before issue 39's second pass: "
                         "uvicorn+apart (a response's head and body in two writes), uvicorn+tickets (2 TLS session "
-                        "tickets after each handshake), uvicorn+apart+tickets")
+                        "tickets after each handshake), uvicorn+apart+tickets; or hypercorn over HTTP/2 (its client "
+                        "then multiplexes every request on one connection, as Go's does)")
     args = parser.parse_args()
     servers = tuple(args.servers.split(","))
-    valid = {"uvicorn", "granian", "uvicorn+apart", "uvicorn+tickets", "uvicorn+apart+tickets"}
+    valid = {"uvicorn", "granian", "hypercorn", "uvicorn+apart", "uvicorn+tickets", "uvicorn+apart+tickets"}
     if len(servers) != 2 or not set(servers) <= valid:
         parser.error(f"--servers {args.servers}: two of {', '.join(sorted(valid))}")
     measure(args.rounds, args.seconds, servers)

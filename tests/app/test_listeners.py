@@ -293,3 +293,25 @@ def test_held_writes_go_out_before_the_stream_ends_or_changes_hands():
         callback()
     assert real.calls == [("write", b"ab"), ("close",)]
     assert transport.get_extra_info("peername") == ("127.0.0.1", 40000)     # everything else is the real one's
+
+
+def _connections(main: str, ca: Path, listener: str) -> float:
+    text = httpx.get(f"{main}/metrics", verify=_context(ca, None)).text
+    line = next((line for line in text.splitlines()
+                 if line.startswith(f'tas_extender_connections_total{{listener="{listener}"}}')), None)
+    return float(line.rsplit(" ", 1)[1]) if line else 0.0
+
+
+def test_each_listener_counts_the_connections_it_accepts(served):
+    """tas_extender_connections_total{listener}: over TLS each connection is a handshake, the costliest part of
+    a request (issue 39: kube-scheduler keeps 2 idle connections to the verbs while more binds run at once)."""
+    main, verbs, ca, client, _ = served
+    before = _connections(main, ca, "verbs")
+    with httpx.Client(verify=_context(ca, client)) as http:           # one connection, two requests
+        for _ in range(2):
+            assert http.post(f"{verbs}/scheduler/filter", json={"Pod": plain_pod("web"), "NodeNames": ["node-01"]}
+                             ).status_code == 200
+    with httpx.Client(verify=_context(ca, client)) as http:           # and another
+        assert http.post(f"{verbs}/scheduler/filter", json={"Pod": plain_pod("web"), "NodeNames": []}).status_code == 200
+    assert _connections(main, ca, "verbs") - before == 2
+    assert _connections(main, ca, "main") >= 1                          # this test's own scrapes
