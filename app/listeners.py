@@ -106,6 +106,9 @@ def warnings(settings: Settings) -> list[str]:
     return []
 
 
+JOIN_LIMIT = 65536                   # held writes up to this size are joined into one; larger ones are not copied
+
+
 class CoalescingTransport:
     """A transport whose writes within one turn of the event loop go out as one: uvicorn writes a response's
     head and its body in two calls, which over TLS makes two records, two encryptions and two sends (on
@@ -129,11 +132,17 @@ class CoalescingTransport:
             self.write(chunk)
 
     def flush(self) -> None:
-        if self._held:
-            data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
-            self._held = []
-            if not self._transport.is_closing():
-                self._transport.write(data)
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        if self._transport.is_closing():
+            return
+        if len(held) == 1:
+            self._transport.write(held[0])
+        elif sum(map(len, held)) <= JOIN_LIMIT:
+            self._transport.write(b"".join(held))
+        else:                          # a big body is not copied: one send of several records
+            self._transport.writelines(held)
 
     def close(self) -> None:
         self.flush()

@@ -293,6 +293,13 @@ def test_held_writes_go_out_before_the_stream_ends_or_changes_hands():
         callback()
     assert real.calls == [("write", b"ab"), ("close",)]
     assert transport.get_extra_info("peername") == ("127.0.0.1", 40000)     # everything else is the real one's
+    # a big body is handed over as it is, in the same call as its head (never copied into one buffer)
+    real.closing, real.calls, big = False, [], b"x" * 100_000
+    transport.write(b"head")
+    transport.write(big)
+    real.writelines = lambda chunks: real.calls.append(("writelines", list(chunks)))
+    transport.flush()
+    assert real.calls == [("writelines", [b"head", big])] and real.calls[0][1][1] is big
 
 
 def _connections(main: str, ca: Path, listener: str) -> float:
