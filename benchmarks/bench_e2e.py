@@ -219,10 +219,12 @@ class Profiler:
     """Where the service's CPU goes, by part: `--py-spy FILE` starts the service under `py-spy record`
     (`pip install py-spy`; attaching to a running process is not allowed here) through the harness's
     TAS_E2E_WRAP, for the whole run (`--kinds gangs` to profile gang rounds only); py-spy writes FILE when
-    the service stops. Each on-CPU sample counts for the innermost frame matching one of PARTS. On a loaded
-    machine py-spy counts a thread that is runnable but waiting for a core as on CPU, so blocking reads (a
-    watch waiting for its next event) inflate "TLS": docs/benchmarks.md (issue 31, second pass) has the
-    per-thread split from /proc instead."""
+    the service stops. Each sample counts for the innermost frame matching one of PARTS. py-spy samples only
+    the thread holding the GIL (`--gil`): C code that releases it (OpenSSL's handshakes and reads, socket calls
+    of the stdlib) is not seen, and a holder that is runnable but waiting for a core still counts, so on a
+    loaded machine the split is of the interpreter's time, not of the process's CPU (docs/benchmarks.md,
+    issue 31's second pass, has a per-thread split from /proc). With --jobs, --py-spy covers every round;
+    the service's CPU figures then count the service (py-spy's child), not py-spy."""
     PARTS = [("watch decoding", ("app/kube/sync", "kubernetes/watch", "app/kube/client")),
              ("webhook", ("app/webhook", "app/http/webhook")),
              ("bind (API write)", ("app/scheduling/binding", "app/kube/writer")),
