@@ -641,10 +641,11 @@ def job_round(cluster: E2ECluster, schedulers: dict, namespace: str, kind: str, 
                   for listener in ("verbs", "main")},
                "unschedulable": after["counts"].get(f"unschedulable {'gangs' if kind == 'gangs' else 'plain'}", 0.0)
                - before["counts"].get(f"unschedulable {'gangs' if kind == 'gangs' else 'plain'}", 0.0)}
-    if idle_rate:          # the CPU a longer round costs by lasting longer, taken out
-        for part, name in (("service", service), ("kube-apiserver", "kube-apiserver"), ("scheduler", scheduler)):
-            figures[f"{part} CPU ms/pod less idle"] = (cpu.get(name, 0.0) - idle_rate.get(name, 0.0) * elapsed) * 1e3 / pods
-        figures["kube-apiserver idle CPU ms/s"] = idle_rate.get("kube-apiserver", 0.0) * 1e3
+    if idle_rate:          # job_summary takes out what a longer round costs by lasting longer
+        figures["_idle"] = {"rates": idle_rate, "elapsed": elapsed, "pods": pods, "cpu": {
+            "service": cpu.get(service, 0.0), "kube-apiserver": cpu.get("kube-apiserver", 0.0),
+            "scheduler": cpu.get(scheduler, 0.0)}, "names": {"service": service, "kube-apiserver": "kube-apiserver",
+                                                               "scheduler": scheduler}}
     figures["writes"] = {k: v / pods for k, v in (writes_after - writes_before).items() if v > 0}
     figures["events"] = {k: v / pods for k, v in watched.events.items()}
     figures["recorded"] = {k: v / pods for k, v in recorded_events(cluster, namespace).items()}
@@ -704,12 +705,32 @@ JOB_FIGURES = ["pods/s", "all CPU ms/pod", *[f"{part} CPU ms/pod" for part in CP
                "racks/gang", "gangs split", "segments split", "nodes over"]
 
 
+def less_idle(results: dict[str, list[dict]]) -> None:
+    """Each round's CPU per pod less what the process spends idle over the round's length, at the lowest idle
+    rate measured before any round of this size (a window right after a round still holds that round's
+    deletions)."""
+    rounds = [r for kind in results.values() for r in kind if r.get("_idle")]
+    if not rounds:
+        return
+    lowest: dict[str, float] = {}
+    for r in rounds:
+        for name, rate in r["_idle"]["rates"].items():
+            lowest[name] = min(lowest.get(name, rate), rate)
+    for r in rounds:
+        idle = r["_idle"]
+        for part, cpu in idle["cpu"].items():
+            rate = lowest.get(idle["names"][part], 0.0)
+            r[f"{part} CPU ms/pod less idle"] = (cpu - rate * idle["elapsed"]) * 1e3 / idle["pods"]
+        r["kube-apiserver idle CPU ms/s"] = lowest.get("kube-apiserver", 0.0) * 1e3
+
+
 IDLE_FIGURES = ["service CPU ms/pod less idle", "kube-apiserver CPU ms/pod less idle", "scheduler CPU ms/pod less idle",
                 "kube-apiserver idle CPU ms/s"]
 
 
 def job_summary(size: int, gates: bool, results: dict[str, list[dict]]) -> None:
     kinds = [k for k in JOB_KINDS if results.get(k)]
+    less_idle(results)
     print(f"\n== {size} nodes, gates {'on' if gates else 'off'}: median (range) over "
           f"{min(len(results[k]) for k in kinds)} rounds of each kind; load average {load()}")
     medians: dict[str, dict] = {}
