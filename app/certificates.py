@@ -31,6 +31,11 @@ log = get_logger(__name__)
 
 # how often the files are looked at; kubelet itself refreshes a mounted Secret about once a minute
 CHECK_INTERVAL = 5.0
+# TLS 1.3 session tickets sent after each handshake (OpenSSL sends 2). The callers are Go clients that keep no
+# session cache (kube-scheduler's extender client, the API server's webhook client, the kubelet's probes), so
+# a ticket is never used to resume: making and sending them is work on every new connection, and
+# kube-scheduler opens many (issue 39: it keeps 2 idle connections while binds run in parallel).
+NUM_TICKETS = 0
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,7 @@ class TlsFiles:
         """Fresh contexts from the files (raises ssl.SSLError / OSError / ValueError when they do not load)."""
         server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         server.load_cert_chain(self.cert, self.key)
+        server.num_tickets = NUM_TICKETS
         built = {"server": server}
         certificates = certificates_in("serving", self.cert, contents[0])
         if self.client_ca:
@@ -116,6 +122,7 @@ class TlsFiles:
             mutual.load_cert_chain(self.cert, self.key)
             mutual.load_verify_locations(cadata=contents[2].decode("ascii"))
             mutual.verify_mode = ssl.CERT_REQUIRED
+            mutual.num_tickets = NUM_TICKETS
             built["mutual"] = mutual
             certificates += certificates_in("client-ca", self.client_ca, contents[2])
         self.certificates = certificates

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from fastapi import APIRouter, FastAPI
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -106,6 +106,67 @@ def warnings(settings: Settings) -> list[str]:
     return []
 
 
+JOIN_LIMIT = 65536                   # held writes up to this size are joined into one; larger ones are not copied
+
+
+class CoalescingTransport:
+    """A transport whose writes within one turn of the event loop go out as one: uvicorn writes a response's
+    head and its body in two calls, which over TLS makes two records, two encryptions and two sends (on
+    loopback each send also runs the receiver's side in the kernel). Every call but `write` goes to the real
+    transport; anything that ends or inspects the stream (`close`, `write_eof`, the buffer size, a protocol
+    change) sends what is held first, so the bytes keep their order."""
+
+    def __init__(self, transport, loop) -> None:
+        self._transport, self._loop = transport, loop
+        self._held: list[bytes] = []
+
+    def write(self, data) -> None:
+        if not data:
+            return
+        if not self._held:
+            self._loop.call_soon(self.flush)
+        self._held.append(bytes(data))
+
+    def writelines(self, chunks) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def flush(self) -> None:
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        if self._transport.is_closing():
+            return
+        if len(held) == 1:
+            self._transport.write(held[0])
+        elif sum(map(len, held)) <= JOIN_LIMIT:
+            self._transport.write(b"".join(held))
+        else:                          # a big body is not copied: one send of several records
+            self._transport.writelines(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def abort(self) -> None:
+        self._held = []
+        self._transport.abort()
+
+    def set_protocol(self, protocol) -> None:
+        self.flush()
+        self._transport.set_protocol(protocol)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(map(len, self._held))
+
+    def __getattr__(self, name):
+        return getattr(self._transport, name)
+
+
 class TimedHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, closing a connection whose request has not arrived whole (head and body)
     within `request_timeout` seconds of the connection's start or of the request's first byte. uvicorn bounds
@@ -114,9 +175,12 @@ class TimedHttpProtocol(HttpToolsProtocol):
     answer takes is not bounded here."""
 
     request_timeout: float = 10.0
+    counted: Callable[[], None] | None = None            # told of each connection accepted (the metric)
 
     def connection_made(self, transport) -> None:
-        super().connection_made(transport)
+        super().connection_made(CoalescingTransport(transport, self.loop))
+        if self.counted is not None:
+            self.counted()
         self._deadline = self.loop.call_later(self.request_timeout, self._request_too_slow)
 
     def on_message_begin(self) -> None:
@@ -149,8 +213,9 @@ class TimedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def timed_protocol(request_timeout: float) -> type[TimedHttpProtocol]:
-    return type("TimedHttpProtocol", (TimedHttpProtocol,), {"request_timeout": request_timeout})
+def timed_protocol(request_timeout: float, counted: Callable[[], None] | None = None) -> type[TimedHttpProtocol]:
+    return type("TimedHttpProtocol", (TimedHttpProtocol,), {"request_timeout": request_timeout,
+                                                            "counted": staticmethod(counted) if counted else None})
 
 
 def tls_files(settings: Settings) -> TlsFiles | None:
@@ -167,18 +232,24 @@ def servers(app: FastAPI, settings: Settings, tls: TlsFiles | None = None) -> li
 
     # no X-Forwarded-* rewriting: nothing reads the client's address, and kube-scheduler and the API server
     # call directly (uvicorn's ProxyHeadersMiddleware would otherwise wrap every call)
+    connections = app.state.service.metrics.connections
     common = {"log_config": None, "log_level": settings.log_level, "access_log": False, "proxy_headers": False,
-              "timeout_keep_alive": KEEP_ALIVE, "http": timed_protocol(settings.request_timeout)}
+              "timeout_keep_alive": KEEP_ALIVE}
+
+    def http(listener: str) -> dict:
+        return {"http": timed_protocol(settings.request_timeout, connections.labels(listener).inc)}
+
     main_tls = {"ssl_context_factory": lambda *_: tls.server_context()} if tls else {}
-    out = [uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, **main_tls, **common))]
+    out = [uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, **main_tls, **common,
+                                         **http("main")))]
     verbs, debug = app.state.listeners.get("verbs"), app.state.listeners.get("debug")
     if verbs is not None:                   # only with --client-ca, which needs --tls-cert
         out.append(uvicorn.Server(uvicorn.Config(
             verbs, host=settings.host, port=settings.verbs_port, lifespan="off",
-            ssl_context_factory=lambda *_: tls.mutual_context(), **common)))
+            ssl_context_factory=lambda *_: tls.mutual_context(), **common, **http("verbs"))))
     if debug is not None:
         out.append(uvicorn.Server(uvicorn.Config(debug, host="127.0.0.1", port=settings.debug_port,
-                                                 lifespan="off", **common)))
+                                                 lifespan="off", **common, **http("debug"))))
     return out
 
 

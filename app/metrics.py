@@ -34,6 +34,9 @@ class Metrics:
                                registry=self.registry)
         self.expired = Counter("tas_extender_reservations_expired", "Gang plans dropped by the reservation TTL",
                                registry=self.registry)
+        self.connections = Counter("tas_extender_connections",
+                                   "Connections accepted, by listener (main, verbs, debug); over TLS each one is a "
+                                   "handshake", ["listener"], registry=self.registry)
         self.stale_evictions = Counter("tas_extender_stale_gang_evictions",
                                        "Gangs whose bound pods were evicted for staying below the gang's minimum "
                                        "past the staleness grace period", registry=self.registry)

@@ -129,6 +129,7 @@ def snapshot(cluster: E2ECluster, schedulers: dict) -> dict:
     add_buckets(buckets, service, "tas_extender_request_seconds",
                 lambda labels: "service " + labels.get("verb", ""))
     add_counts(counts, service, "tas_extender_member_waits_total", lambda labels: "held")
+    add_counts(counts, service, "tas_extender_connections_total", lambda labels: f"connections {labels.get('listener')}")
     for kind, process in schedulers.items():
         text = cluster.plane.scheduler_metrics(process)
         add_buckets(buckets, text, "scheduler_scheduling_attempt_duration_seconds", lambda labels: f"attempt {kind}")
@@ -218,10 +219,12 @@ class Profiler:
     """Where the service's CPU goes, by part: `--py-spy FILE` starts the service under `py-spy record`
     (`pip install py-spy`; attaching to a running process is not allowed here) through the harness's
     TAS_E2E_WRAP, for the whole run (`--kinds gangs` to profile gang rounds only); py-spy writes FILE when
-    the service stops. Each on-CPU sample counts for the innermost frame matching one of PARTS. On a loaded
-    machine py-spy counts a thread that is runnable but waiting for a core as on CPU, so blocking reads (a
-    watch waiting for its next event) inflate "TLS": docs/benchmarks.md (issue 31, second pass) has the
-    per-thread split from /proc instead."""
+    the service stops. Each sample counts for the innermost frame matching one of PARTS. py-spy samples only
+    the thread holding the GIL (`--gil`): C code that releases it (OpenSSL's handshakes and reads, socket calls
+    of the stdlib) is not seen, and a holder that is runnable but waiting for a core still counts, so on a
+    loaded machine the split is of the interpreter's time, not of the process's CPU (docs/benchmarks.md,
+    issue 31's second pass, has a per-thread split from /proc). With --jobs, --py-spy covers every round;
+    the service's CPU figures then count the service (py-spy's child), not py-spy."""
     PARTS = [("watch decoding", ("app/kube/sync", "kubernetes/watch", "app/kube/client")),
              ("webhook", ("app/webhook", "app/http/webhook")),
              ("bind (API write)", ("app/scheduling/binding", "app/kube/writer")),
@@ -346,10 +349,22 @@ def cpu_seconds(cluster: E2ECluster) -> dict[str, float]:
     for process in [*cluster.plane.processes, *(r.process for r in cluster.extender.replicas if r.process)]:
         try:
             fields = Path(f"/proc/{process.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            out[process.name] = (int(fields[11]) + int(fields[12])) / tick
+            out[process.name] = (int(fields[11]) + int(fields[12])) / tick + _children_cpu(process.popen.pid, tick)
         except (OSError, IndexError, ValueError):
             pass
     return out
+
+
+def _children_cpu(pid: int, tick: int) -> float:
+    """CPU so far of a process's live children: the service itself when a profiler (TAS_E2E_WRAP) launched it."""
+    total = 0.0
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
 
 
 def violations(cluster: E2ECluster, bound: list) -> int:
@@ -418,6 +433,10 @@ def summary(size: int, results: dict[str, list[dict]]) -> None:
         ("bind p50 <= kube-scheduler's binder (ratio)", _ratio(g["bind p50 ms"], p["bind p50 ms"]), 1.0, "<="),
         ("gang pods/s >= 0.80 x plain (goal)", g["pods/s"] / p["pods/s"], 0.80, ">="),
     ]
+    if g.get("kube-apiserver CPU ms/pod less idle") is not None:
+        print(f"  the API server's extra CPU per gang pod less its idle rate over the longer round: "
+              f"{fmt(_difference(g['kube-apiserver CPU ms/pod less idle'], p['kube-apiserver CPU ms/pod less idle']))} ms; "
+              f"the service's per gang pod less idle: {fmt(g['service CPU ms/pod less idle'])} ms")
     verdicts = []
     for label, value, target, op in checks:
         ok = value is not None and (value >= target if op == ">=" else value <= target)
@@ -577,8 +596,14 @@ def api_writes(cluster: E2ECluster) -> Counter:
     return out
 
 
-def job_round(cluster: E2ECluster, schedulers: dict, namespace: str, kind: str, jobs: int) -> dict:
+def job_round(cluster: E2ECluster, schedulers: dict, namespace: str, kind: str, jobs: int, idle: float = 0.0) -> dict:
     cluster.create_namespace(namespace)
+    idle_rate = {}
+    if idle > 0:          # what each process spends while nothing is scheduled (leases, resyncs, flushes)
+        quiet, began = cpu_seconds(cluster), time.monotonic()
+        time.sleep(idle)
+        now, seconds = cpu_seconds(cluster), time.monotonic() - began
+        idle_rate = {name: (now[name] - quiet.get(name, now[name])) / seconds for name in now}
     shapes = ["rack" if j % 2 == 0 else "segments" for j in range(jobs)]
     if kind == "native":
         cluster.apply([job_podgroup(f"job-{j}", shape) for j, shape in enumerate(shapes)], namespace=namespace)
@@ -611,12 +636,38 @@ def job_round(cluster: E2ECluster, schedulers: dict, namespace: str, kind: str, 
                "API writes/pod": sum((writes_after - writes_before).values()) / pods,
                **{f"{verb} calls/pod": calls(before, after, f"service {verb}") / pods for verb in ("filter", "bind")},
                "webhook p50 ms": (quantile(before["buckets"].get("webhook"), after["buckets"].get("webhook"), 0.5) or 0) * 1e3,
+               **{f"{listener} connections/pod": (after["counts"].get(f"connections {listener}", 0.0)
+                                                  - before["counts"].get(f"connections {listener}", 0.0)) / pods
+                  for listener in ("verbs", "main")},
                "unschedulable": after["counts"].get(f"unschedulable {'gangs' if kind == 'gangs' else 'plain'}", 0.0)
                - before["counts"].get(f"unschedulable {'gangs' if kind == 'gangs' else 'plain'}", 0.0)}
+    if idle_rate:          # job_summary takes out what a longer round costs by lasting longer
+        figures["_idle"] = {"rates": idle_rate, "elapsed": elapsed, "pods": pods, "cpu": {
+            "service": cpu.get(service, 0.0), "kube-apiserver": cpu.get("kube-apiserver", 0.0),
+            "scheduler": cpu.get(scheduler, 0.0)}, "names": {"service": service, "kube-apiserver": "kube-apiserver",
+                                                               "scheduler": scheduler}}
     figures["writes"] = {k: v / pods for k, v in (writes_after - writes_before).items() if v > 0}
     figures["events"] = {k: v / pods for k, v in watched.events.items()}
+    figures["recorded"] = {k: v / pods for k, v in recorded_events(cluster, namespace).items()}
     figures.update(job_violations(cluster, namespace, shapes))
     return figures
+
+
+def recorded_events(cluster: E2ECluster, namespace: str) -> Counter:
+    """The round's Events by who wrote them and why (each counts its repeats: one write each)."""
+    out: Counter = Counter()
+    for event in cluster.core.list_namespaced_event(namespace).items:
+        source = event.reporting_component or (event.source.component if event.source else "") or "?"
+        why = next((f" ({label})" for phrase, label in REFUSALS if phrase in (event.message or "")), "")
+        if event.reason == "FailedScheduling" and not why and os.environ.get("BENCH_SHOW_REFUSALS"):
+            print(f"    unclassified FailedScheduling: {(event.message or '')[:300]}", flush=True)
+        out[f"{source} {event.reason}{why}"] += event.count or 1
+    return out
+
+
+# what a FailedScheduling event of a gang pod says (the extender's refusal, in kube-scheduler's message)
+REFUSALS = [("not known to the extender", "pod not watched yet"), ("more pods of gang", "gang's members missing"),
+            ("Insufficient", "kube-scheduler's filters")]
 
 
 def calls(before: dict, after: dict, name: str) -> float:
@@ -649,19 +700,44 @@ def job_violations(cluster: E2ECluster, namespace: str, shapes: list[str]) -> di
 
 
 JOB_FIGURES = ["pods/s", "all CPU ms/pod", *[f"{part} CPU ms/pod" for part in CPU_PARTS], "benchmark CPU ms/pod",
-               "API writes/pod", "filter calls/pod", "bind calls/pod", "watch events/pod", "watch KB/pod", "webhook p50 ms", "unschedulable",
+               "API writes/pod", "filter calls/pod", "bind calls/pod", "verbs connections/pod", "main connections/pod",
+               "watch events/pod", "watch KB/pod", "webhook p50 ms", "unschedulable",
                "racks/gang", "gangs split", "segments split", "nodes over"]
+
+
+def less_idle(results: dict[str, list[dict]]) -> None:
+    """Each round's CPU per pod less what the process spends idle over the round's length, at the lowest idle
+    rate measured before any round of this size (a window right after a round still holds that round's
+    deletions)."""
+    rounds = [r for kind in results.values() for r in kind if r.get("_idle")]
+    if not rounds:
+        return
+    lowest: dict[str, float] = {}
+    for r in rounds:
+        for name, rate in r["_idle"]["rates"].items():
+            lowest[name] = min(lowest.get(name, rate), rate)
+    for r in rounds:
+        idle = r["_idle"]
+        for part, cpu in idle["cpu"].items():
+            rate = lowest.get(idle["names"][part], 0.0)
+            r[f"{part} CPU ms/pod less idle"] = (cpu - rate * idle["elapsed"]) * 1e3 / idle["pods"]
+        r["kube-apiserver idle CPU ms/s"] = lowest.get("kube-apiserver", 0.0) * 1e3
+
+
+IDLE_FIGURES = ["service CPU ms/pod less idle", "kube-apiserver CPU ms/pod less idle", "scheduler CPU ms/pod less idle",
+                "kube-apiserver idle CPU ms/s"]
 
 
 def job_summary(size: int, gates: bool, results: dict[str, list[dict]]) -> None:
     kinds = [k for k in JOB_KINDS if results.get(k)]
+    less_idle(results)
     print(f"\n== {size} nodes, gates {'on' if gates else 'off'}: median (range) over "
           f"{min(len(results[k]) for k in kinds)} rounds of each kind; load average {load()}")
     medians: dict[str, dict] = {}
     for kind in kinds:
         medians[kind] = {}
         cells = []
-        for name in JOB_FIGURES:
+        for name in JOB_FIGURES + [n for n in IDLE_FIGURES if results[kind][0].get(n) is not None]:
             medians[kind][name], text = median_range([r.get(name) for r in results[kind]])
             cells.append(f"{name} {text}")
         print(f"  {JOB_KINDS[kind]:<22} " + "; ".join(cells))
@@ -675,6 +751,11 @@ def job_summary(size: int, gates: bool, results: dict[str, list[dict]]) -> None:
             events.update(r["events"])
         print(f"  {'':<22} pod watch events per pod (mean): " + ", ".join(
             f"{k} {v / len(results[kind]):.2f}" for k, v in events.most_common()))
+        recorded = Counter()
+        for r in results[kind]:
+            recorded.update(r["recorded"])
+        print(f"  {'':<22} Events per pod by writer and reason (mean): " + ", ".join(
+            f"{k} {v / len(results[kind]):.2f}" for k, v in recorded.most_common()))
     g, p = medians["gangs"], medians["plain"]
     checks = [("pods/s >= 0.8 x plain", _ratio(g["pods/s"], p["pods/s"]), 0.8, ">="),
               ("service CPU per gang pod <= 2 ms", g["service CPU ms/pod"], 2.0, "<="),
@@ -682,6 +763,10 @@ def job_summary(size: int, gates: bool, results: dict[str, list[dict]]) -> None:
                _difference(g["kube-apiserver CPU ms/pod"], p["kube-apiserver CPU ms/pod"]), 1.0, "<=")]
     if "native" in medians:
         checks.append(("pods/s >= native", _ratio(g["pods/s"], medians["native"]["pods/s"]), 1.0, ">="))
+    if g.get("kube-apiserver CPU ms/pod less idle") is not None:
+        print(f"  the API server's extra CPU per gang pod less its idle rate over the longer round: "
+              f"{fmt(_difference(g['kube-apiserver CPU ms/pod less idle'], p['kube-apiserver CPU ms/pod less idle']))} ms; "
+              f"the service's per gang pod less idle: {fmt(g['service CPU ms/pod less idle'])} ms")
     verdicts = []
     for label, value, target, op in checks:
         ok = value is not None and (value >= target if op == ">=" else value <= target)
@@ -722,16 +807,20 @@ def job_rounds(binaries: dict, args, folder: Path) -> None:
                 order = [k for n in range(args.rounds) for k in (kinds if n % 2 == 0 else kinds[::-1])]
                 for n, kind in enumerate(order):
                     namespace = f"jobs-{size}-{n}"
-                    result = job_round(cluster, schedulers, namespace, kind, args.jobs)
+                    result = job_round(cluster, schedulers, namespace, kind, args.jobs, args.idle_seconds)
                     results[kind].append(result)
                     print(f"  round {n + 1} {JOB_KINDS[kind]:<22} " + "; ".join(
                         f"{name} {fmt(result.get(name))}" for name in JOB_FIGURES) + f"; load {load()}", flush=True)
                     clear(cluster, namespace)
                 job_summary(size, gates, results)
         finally:
+            if cluster is not None and args.py_spy:
+                stop_under_profiler(cluster.extender.replicas[0].process.popen)
             if cluster is not None:
                 cluster.stop()
             plane.stop()
+            if args.py_spy and args.py_spy.exists():
+                Profiler.report(args.py_spy, 0, None)
             if args.logs:
                 args.logs.mkdir(parents=True, exist_ok=True)
                 for log in Path(folder).rglob("*.log"):
@@ -832,6 +921,9 @@ def admission_rounds(binaries: dict, args, folder: Path) -> None:
                        "etcd CPU ms/pod": cpu.get("etcd", 0.0) * 1e3 / pods,
                        "service CPU ms/pod": cpu.get(extender_process(cluster, "gangs"), 0.0) * 1e3 / pods,
                        "webhook p50 ms": (quantile(before["buckets"].get("webhook"), after["buckets"].get("webhook"), 0.5) or 0) * 1e3,
+               **{f"{listener} connections/pod": (after["counts"].get(f"connections {listener}", 0.0)
+                                                  - before["counts"].get(f"connections {listener}", 0.0)) / pods
+                  for listener in ("verbs", "main")},
                        "pod KB": watched.bytes / 1024 / max(1, sum(watched.events.values()))}
             results[kind].append(figures)
             print(f"  round {n + 1} {ADMISSION_KINDS[kind]:<24} " + "; ".join(f"{k} {fmt(v)}" for k, v in figures.items())
@@ -873,6 +965,9 @@ def main() -> int:
                         "plain, or created with the same fields (no patch)")
     parser.add_argument("--gates", default="off,on", help="--jobs: native gates off, on, or off,on (a control "
                         "plane each, in turn); --refused: on runs on a gated control plane (default off)")
+    parser.add_argument("--idle-seconds", type=float, default=0.0, help="--jobs: before each round, measure every "
+                        "process's CPU this long while nothing is scheduled, and print the CPU per pod less that rate "
+                        "times the round's length (default 0: not measured)")
     parser.add_argument("--manager-qps", type=int, default=1000, help="--jobs: kube-controller-manager's client "
                         "QPS (burst twice that; its default, 20, would bound every kind at the Job controller)")
     args = parser.parse_args()
@@ -888,7 +983,7 @@ def main() -> int:
         parser.error(f"--jobs {args.jobs}: expected an even number (half rack Jobs, half segment Jobs)")
     if args.py_spy:
         spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))   # the service gets PATH=/usr/bin:/bin
-        os.environ["TAS_E2E_WRAP"] = f"{spy} record --nonblocking --format raw --rate 100 -o {args.py_spy.resolve()} --"
+        os.environ["TAS_E2E_WRAP"] = f"{spy} record --nonblocking --gil --format raw --rate 100 -o {args.py_spy.resolve()} --"
     binaries, reason = find_binaries()
     if reason:
         print(f"bench_e2e: {reason}", file=sys.stderr)

@@ -192,3 +192,22 @@ def test_the_service_reloads_a_mounted_secret_on_every_tls_listener(tmp_path, pk
         assert f'serial="{serial_of(pki["renewed"][0]):x}"' in metrics
         assert f'serial="{serial_of(pki["ca2"]):x}"' in metrics and f'serial="{serial_of(pki["ca1"]):x}"' not in metrics
     assert "TLS files reloaded" in process.log
+
+
+def test_a_handshake_sends_no_session_tickets_nobody_resumes_with(tmp_path, pki):
+    """The callers (kube-scheduler's extender client, the API server's webhook client, probes) are Go clients
+    without a session cache: TLS 1.3 session tickets are never used, so the listeners send none (issue 39:
+    making and sending OpenSSL's 2 per handshake cost about a tenth of a new mutual-TLS connection)."""
+    cert, key = pki["serving"]
+    tls = TlsFiles(str(cert), str(key), str(pki["ca1"]))
+    for context, client in ((tls.server_context(), client_context(pki["ca1"])),
+                            (tls.mutual_context(), client_context(pki["ca1"], pki["client1"]))):
+        with echo_server(context) as port, tls_connect(port, client) as sock:
+            assert echoes(sock)                       # the tickets, if any, came with the first answer
+            assert sock.version() == "TLSv1.3"
+            assert sock.session is None or not sock.session.has_ticket
+    # what OpenSSL does by default, for contrast: the same exchange brings a ticket
+    default = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    default.load_cert_chain(str(cert), str(key))
+    with echo_server(default) as port, tls_connect(port, client_context(pki["ca1"])) as sock:
+        assert echoes(sock) and sock.session is not None and sock.session.has_ticket

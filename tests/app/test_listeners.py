@@ -205,3 +205,120 @@ def test_idle_connections_outlive_the_go_clients_idle_timeout(tmp_path, uvicorn_
     # and every listener closes a connection whose request does not arrive within --request-timeout (issue 40)
     assert all(issubclass(server.config.http, TimedHttpProtocol) and server.config.http.request_timeout == 7
                for server in listening)
+
+
+class _RecordingTransport:
+    """What an asyncio transport is told, in order."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+        self.closing = False
+
+    def write(self, data):
+        self.calls.append(("write", bytes(data)))
+
+    def close(self):
+        self.calls.append(("close",))
+        self.closing = True
+
+    def is_closing(self):
+        return self.closing
+
+    def get_extra_info(self, name, default=None):
+        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8443)}.get(name, default)
+
+    def pause_reading(self):
+        pass
+
+    def resume_reading(self):
+        pass
+
+    def get_write_buffer_size(self):
+        return 0
+
+
+def test_a_response_leaves_in_one_write_head_and_body_together(uvicorn_loggers):
+    """uvicorn writes a response's head and body in two calls: over TLS two records, two encryptions and two
+    sends per answer. The service's protocol sends what one turn of the loop wrote as one write (issue 39:
+    bench_http_server.py --servers uvicorn-apart,uvicorn), in order, before the connection closes."""
+    import asyncio
+
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from app.listeners import timed_protocol
+
+    async def app(scope, receive, send):
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"8")]})
+        await send({"type": "http.response.body", "body": b"the body"})
+
+    async def exchange(request: bytes) -> list[tuple]:
+        config = uvicorn.Config(app, http=timed_protocol(5), lifespan="off", log_config=None)
+        config.load()
+        transport = _RecordingTransport()
+        protocol = config.http_protocol_class(config=config, server_state=ServerState(), app_state={})
+        protocol.connection_made(transport)
+        protocol.data_received(request)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        return transport.calls
+
+    calls = asyncio.run(exchange(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}"))
+    assert [c[0] for c in calls] == ["write"]
+    assert calls[0][1].startswith(b"HTTP/1.1 200 OK\r\n") and calls[0][1].endswith(b"\r\n\r\nthe body")
+    # a request that closes the connection: the answer goes out whole, then the close
+    calls = asyncio.run(exchange(b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"))
+    assert [c[0] for c in calls] == ["write", "close"] and calls[0][1].endswith(b"the body")
+
+
+def test_held_writes_go_out_before_the_stream_ends_or_changes_hands():
+    from app.listeners import CoalescingTransport
+
+    class Loop:
+        def __init__(self):
+            self.soon = []
+
+        def call_soon(self, callback):
+            self.soon.append(callback)
+
+    loop, real = Loop(), _RecordingTransport()
+    transport = CoalescingTransport(real, loop)
+    transport.write(b"a")
+    transport.write(memoryview(b"b"))
+    assert real.calls == [] and transport.get_write_buffer_size() == 2
+    transport.close()
+    assert real.calls == [("write", b"ab"), ("close",)]
+    for callback in loop.soon:              # the turn's flush finds nothing left
+        callback()
+    assert real.calls == [("write", b"ab"), ("close",)]
+    assert transport.get_extra_info("peername") == ("127.0.0.1", 40000)     # everything else is the real one's
+    # a big body is handed over as it is, in the same call as its head (never copied into one buffer)
+    real.closing, real.calls, big = False, [], b"x" * 100_000
+    transport.write(b"head")
+    transport.write(big)
+    real.writelines = lambda chunks: real.calls.append(("writelines", list(chunks)))
+    transport.flush()
+    assert real.calls == [("writelines", [b"head", big])] and real.calls[0][1][1] is big
+
+
+def _connections(main: str, ca: Path, listener: str) -> float:
+    text = httpx.get(f"{main}/metrics", verify=_context(ca, None)).text
+    line = next((line for line in text.splitlines()
+                 if line.startswith(f'tas_extender_connections_total{{listener="{listener}"}}')), None)
+    return float(line.rsplit(" ", 1)[1]) if line else 0.0
+
+
+def test_each_listener_counts_the_connections_it_accepts(served):
+    """tas_extender_connections_total{listener}: over TLS each connection is a handshake, the costliest part of
+    a request (issue 39: kube-scheduler keeps 2 idle connections to the verbs while more binds run at once)."""
+    main, verbs, ca, client, _ = served
+    before = _connections(main, ca, "verbs")
+    with httpx.Client(verify=_context(ca, client)) as http:           # one connection, two requests
+        for _ in range(2):
+            assert http.post(f"{verbs}/scheduler/filter", json={"Pod": plain_pod("web"), "NodeNames": ["node-01"]}
+                             ).status_code == 200
+    with httpx.Client(verify=_context(ca, client)) as http:           # and another
+        assert http.post(f"{verbs}/scheduler/filter", json={"Pod": plain_pod("web"), "NodeNames": []}).status_code == 200
+    assert _connections(main, ca, "verbs") - before == 2
+    assert _connections(main, ca, "main") >= 1                          # this test's own scrapes
