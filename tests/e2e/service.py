@@ -21,6 +21,14 @@ from controlplane import Process, free_port, start, wait_until
 REPO = Path(__file__).resolve().parents[2]
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """What a replica runs: an interpreter and the source tree on its path (this checkout by default; a
+    previous release's, tests/e2e/previous.py, for an upgrade)."""
+    python: str = sys.executable
+    source: Path = REPO
+
+
 @dataclass
 class Replica:
     name: str
@@ -30,6 +38,7 @@ class Replica:
     # /debug and /ui, on loopback (what `kubectl port-forward` reaches in a cluster)
     debug_port: int = field(default_factory=free_port)
     process: Process | None = None
+    runtime: Runtime = Runtime()
 
     def ready(self, ca: Path) -> bool:
         context = ssl.create_default_context(cafile=str(ca))
@@ -46,19 +55,25 @@ class Extender:
     accept only callers with a client certificate signed by `ca` (the control plane's CA here)."""
 
     def __init__(self, folder: Path, kubeconfig: Path, cert: tuple[Path, Path], ca: Path, replicas: int = 1,
-                 extra_args: tuple[str, ...] = ()):
+                 extra_args: tuple[str, ...] = (), runtime: Runtime = Runtime()):
         self.folder, self.kubeconfig, self.cert, self.ca = folder, kubeconfig, cert, ca
         self.extra_args = extra_args
-        self.replicas = [Replica(f"tas-extender-{i}", free_port()) for i in range(replicas)]
+        self.replicas = [Replica(f"tas-extender-{i}", free_port(), runtime=runtime) for i in range(replicas)]
+
+    def add(self, runtime: Runtime = Runtime()) -> Replica:
+        """One more replica (not started), as a rollout's new pod."""
+        replica = Replica(f"tas-extender-{len(self.replicas)}", free_port(), runtime=runtime)
+        self.replicas.append(replica)
+        return replica
 
     def start(self, replica: Replica) -> None:
-        argv = [sys.executable, "-m", "app.cli", "serve", "--kubeconfig", self.kubeconfig,
+        argv = [replica.runtime.python, "-m", "app.cli", "serve", "--kubeconfig", self.kubeconfig,
                 "--host", "127.0.0.1", "--port", replica.port,
                 "--tls-cert", self.cert[0], "--tls-key", self.cert[1],
                 "--client-ca", self.ca, "--verbs-port", replica.verbs_port, "--debug-port", replica.debug_port,
                 "--leader-elect", "--lease-namespace", "tas-system", "--lease-name", "tas-extender",
                 "--scheduler-name", "tas-scheduler", "--log-level", "info", *self.extra_args]
-        env = {"PATH": "/usr/bin:/bin", "POD_NAME": replica.name, "PYTHONPATH": str(REPO),
+        env = {"PATH": "/usr/bin:/bin", "POD_NAME": replica.name, "PYTHONPATH": str(replica.runtime.source),
                "HOME": str(self.folder)}
         wrap = os.environ.get("TAS_E2E_WRAP", "").split()    # a profiler launching the service (benchmarks)
         replica.process = start(replica.name, [*wrap, *argv], self.folder, env=env)

@@ -1,0 +1,156 @@
+"""A version upgrade while gangs are being scheduled, on the real control plane: the previous release
+(tests/e2e/previous.py) runs as both extender replicas and the webhook, Jobs keep coming, and the release is
+rolled to this checkout in the order docs/install.md's Upgrade section prescribes: the webhook configuration and
+RBAC, then the extender replicas, then kube-scheduler with the new configuration. Every gang must be bound whole
+in its rack, no pod admitted without its segment labels and env, nothing refused for the upgrade (no extender
+call failing) and no gang evicted as stale."""
+from __future__ import annotations
+
+import re
+import signal
+import threading
+import time
+
+import pytest
+import yaml
+from cluster import E2ECluster, manifest, scheduler_config, webhook_config
+import conftest
+from controlplane import gates_from_env
+from previous import previous_release
+from service import Runtime
+from workloads import RACK, distinct, indexed_job, segments, topology
+
+NODES = {f"{z}{r}{n}": (f"zone-{z}", f"block-{z}", f"rack-{z}{r}") for z in "ab" for r in "12" for n in "1234"}
+JOBS, PODS, GPUS = 14, 4, 2                 # 14 gangs of 4 pods x 2 GPUs: 112 of the 128 GPUs, 4 gangs a rack
+INTERVAL = 1.2                              # seconds between Jobs: the upgrade happens while they come
+# what kube-scheduler says when an extender call fails (its FailedScheduling event); the extender's own
+# refusals ("not known to the extender yet", a watch a moment behind) are retried as on any day
+EXTENDER_ERRORS = re.compile(r"Post \"https|connection refused|connection reset|EOF|i/o timeout|no such host|"
+                             r"deadline exceeded|failed calling", re.I)
+SEGMENT_LABEL, SEGMENT_ENV = "kai.scheduler/segment-index", "KAI_SEGMENT_INDEX"
+
+
+@pytest.fixture(scope="module")
+def previous():
+    runtime, commit = previous_release()
+    if runtime is None:
+        pytest.skip(commit)
+    return runtime, commit
+
+
+@pytest.fixture(scope="module")
+def upgrade_cluster(tmp_path_factory, previous):
+    """Its own control plane, the extender replicas running the previous release with its RBAC."""
+    runtime, _ = previous
+    for plane in conftest._plane(tmp_path_factory, gates_from_env()):
+        e2e = E2ECluster(plane, replicas=2, runtime=runtime)
+        try:
+            e2e.install()
+            e2e.apply(old_manifest(runtime, "extender-rbac.yaml"))
+            yield e2e
+        finally:
+            e2e.stop()
+
+
+def old_manifest(runtime: Runtime, name: str) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all((runtime.source / "manifests" / "base" / name).read_text()) if doc]
+
+
+def roll_extender(cluster: E2ECluster) -> None:
+    """Step 2 as the Deployment rolls it (maxSurge 100%, maxUnavailable 100%): both new pods are created and
+    both old ones sent SIGTERM at once."""
+    extender = cluster.extender
+    old = [r for r in extender.replicas if r.process and r.process.popen.poll() is None]
+    for _ in old:
+        extender.start(extender.add(Runtime()))
+    for replica in old:
+        replica.process.popen.send_signal(signal.SIGTERM)
+    for replica in old:
+        replica.process.stop()
+    extender.wait_leader(60)
+
+
+def stop_scheduler(cluster: E2ECluster) -> None:
+    """`kubectl scale --replicas=0 deployment/tas-scheduler`: no extender call while the extender rolls."""
+    plane = cluster.plane
+    scheduler = next(p for p in plane.processes if p.name == "tas-scheduler")
+    scheduler.stop()
+    plane.processes.remove(scheduler)
+
+
+def start_scheduler(cluster: E2ECluster) -> None:
+    """The scheduler's rollout: kube-scheduler with the new release's configuration."""
+    plane = cluster.plane
+    plane.start_scheduler("tas-scheduler", scheduler_config(cluster.verbs_url, plane.certs.ca_crt.read_bytes(),
+                                                            cluster.scheduler_client))
+
+
+def webhook(cluster: E2ECluster, failure_policy: str) -> dict:
+    """The new release's MutatingWebhookConfiguration, with this failurePolicy (the upgrade's Fail while the
+    extender rolls: `kubectl patch`)."""
+    config = webhook_config(cluster.url, cluster.plane.certs.ca_crt.read_bytes())
+    for hook in config["webhooks"]:
+        assert hook["failurePolicy"] == "Ignore"
+        hook["failurePolicy"] = failure_policy
+    return config
+
+
+def test_upgrading_while_gangs_are_scheduled_refuses_and_leaves_unmutated_nothing(upgrade_cluster, previous,
+                                                                                  request):
+    cluster = upgrade_cluster
+    ns = conftest.TestNamespace(cluster, "upgrade")
+    request.addfinalizer(ns.close)
+    ns.add_nodes(NODES)
+    old = list(cluster.extender.replicas)
+    assert all(r.runtime.source != Runtime().source for r in old)
+    leader = cluster.extender.wait_leader()
+    assert leader in old
+
+    created: list[str] = []
+
+    def submit() -> None:
+        for i in range(JOBS):
+            ns.apply(indexed_job(f"gang-{i}", PODS, GPUS, topology(required="rack"), segments(2, "rack")))
+            created.append(f"gang-{i}")
+            time.sleep(INTERVAL)
+
+    submitter = threading.Thread(target=submit, daemon=True)
+    submitter.start()
+    steps: list[tuple[str, int]] = []
+    time.sleep(3 * INTERVAL)
+    # 1. the webhook configuration and RBAC of the new release (kubectl apply -f install.yaml, Deployments paused)
+    cluster.apply(manifest("extender-rbac.yaml") + [webhook(cluster, "Ignore")])
+    steps.append(("webhook", len(created)))
+    time.sleep(2 * INTERVAL)
+    # 2. the extender replicas, the scheduler stopped and the webhook failing closed while no replica leads
+    stop_scheduler(cluster)
+    cluster.apply([webhook(cluster, "Fail")])
+    roll_extender(cluster)
+    steps.append(("extender", len(created)))
+    cluster.apply([webhook(cluster, "Ignore")])
+    # 3. kube-scheduler
+    start_scheduler(cluster)
+    steps.append(("scheduler", len(created)))
+    submitter.join(120)
+    assert len(created) == JOBS
+    assert steps[-1][1] < JOBS, f"the upgrade ended after the last Job was created: {steps}"
+
+    new_leader = cluster.extender.wait_leader()
+    assert new_leader not in old and new_leader.runtime == Runtime()
+    for name in created:
+        bound = cluster.wait_bound(ns.name, PODS, f"job-name={name}", timeout=120)
+        assert len(distinct(cluster, bound, RACK)) == 1, f"{name} spans racks"
+        for pod in bound:
+            env = {e.name for c in pod.spec.containers for e in (c.env or [])}
+            assert SEGMENT_ENV in env and SEGMENT_LABEL in (pod.metadata.labels or {}), \
+                f"{pod.metadata.name} was admitted unmutated (steps: {steps})"
+    events = cluster.core.list_namespaced_event(ns.name).items
+    failed = [f"{e.involved_object.name}: {e.message}" for e in events
+              if e.reason == "FailedScheduling" and EXTENDER_ERRORS.search(e.message or "")]
+    assert not failed, f"steps: {steps}\n" + "\n".join(failed)
+    assert [e.message for e in events if e.reason == "StaleGangEvicted"] == []
+    jobs = cluster.plane.kubectl("-n", ns.name, "get", "jobs", "-o", "jsonpath={.items[*].status.failed}")
+    assert jobs.strip() == "", f"pods of the Jobs failed: {jobs}"
+    turned_away = [e.message for e in events if e.reason == "FailedCreate"]
+    print(f"steps (Jobs created by then): {steps}; pod creations turned away while no replica led: "
+          f"{len(turned_away)}")
