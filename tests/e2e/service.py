@@ -2,11 +2,13 @@
 
 In a cluster, kube-scheduler and the API server reach the extender through a Service whose endpoints are the
 Ready pods, and only the Lease holder reports Ready. `ReadyProxy` does the same on loopback: each new TCP
-connection goes to the first replica whose /readyz answers 200 (TLS passes through untouched).
+connection goes to the first replica whose /readyz answers 200 (TLS passes through untouched), preferring one
+that is not being stopped, as kube-proxy uses a terminating pod's endpoint only while no other is ready.
 """
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import ssl
 import sys
@@ -39,6 +41,7 @@ class Replica:
     debug_port: int = field(default_factory=free_port)
     process: Process | None = None
     runtime: Runtime = Runtime()
+    terminating: bool = False    # sent SIGTERM (its endpoint is a fallback only)
 
     def ready(self, ca: Path) -> bool:
         context = ssl.create_default_context(cafile=str(ca))
@@ -74,8 +77,12 @@ class Extender:
                 "--leader-elect", "--lease-namespace", "tas-system", "--lease-name", "tas-extender",
                 "--scheduler-name", "tas-scheduler", "--log-level", "info", *self.extra_args]
         env = {"PATH": "/usr/bin:/bin", "POD_NAME": replica.name, "PYTHONPATH": str(replica.runtime.source),
-               "HOME": str(self.folder)}
+               "HOME": str(self.folder),
+               # a leader being stopped waits this long for a successor (a previous release ignores it);
+               # TAS_E2E_HANDOVER_TIMEOUT=0 stops it as soon as it has released its Lease
+               "TAS_HANDOVER_TIMEOUT": os.environ.get("TAS_E2E_HANDOVER_TIMEOUT", "10"), "TAS_HANDOVER_DRAIN": "1"}
         wrap = os.environ.get("TAS_E2E_WRAP", "").split()    # a profiler launching the service (benchmarks)
+        replica.terminating = False
         replica.process = start(replica.name, [*wrap, *argv], self.folder, env=env)
 
     def start_all(self) -> None:
@@ -87,20 +94,30 @@ class Extender:
         return wait_until(self.leader, timeout, "a ready tas-extender replica", interval=0.2)
 
     def leader(self) -> Replica | None:
-        for replica in self.replicas:
-            if replica.process and replica.process.popen.poll() is None and replica.ready(self.ca):
+        """The replica the Service routes to: a ready one, one that is not being stopped first."""
+        running = [r for r in self.replicas if r.process and r.process.popen.poll() is None]
+        for replica in sorted(running, key=lambda r: r.terminating):
+            if replica.ready(self.ca):
                 return replica
         return None
 
     def kill(self, replica: Replica) -> None:
         """As a node failure or OOM kill would: no chance to release the Lease."""
-        import signal
         replica.process.stop(signal.SIGKILL)
 
+    def terminate(self, replica: Replica) -> None:
+        """As the kubelet stops a pod: SIGTERM, not waiting (`replica.process.stop()` waits)."""
+        replica.terminating = True
+        replica.process.popen.send_signal(signal.SIGTERM)
+
     def stop(self) -> None:
-        for replica in self.replicas:
-            if replica.process:
-                replica.process.stop()
+        """Every replica, at once: a second SIGTERM ends a leader's handover (nobody would take over)."""
+        running = [r for r in self.replicas if r.process and r.process.popen.poll() is None]
+        for replica in running:
+            self.terminate(replica)
+        time.sleep(0.2)
+        for replica in running:
+            replica.process.stop()
 
     def logs(self) -> str:
         return "\n".join(f"--- {r.name}\n{r.process.tail(40)}" for r in self.replicas if r.process)

@@ -7,7 +7,6 @@ call failing) and no gang evicted as stale."""
 from __future__ import annotations
 
 import re
-import signal
 import threading
 import time
 
@@ -17,7 +16,7 @@ from cluster import E2ECluster, manifest, scheduler_config, webhook_config
 import conftest
 from controlplane import gates_from_env
 from previous import previous_release
-from service import Runtime
+from service import Replica, Runtime
 from workloads import RACK, distinct, indexed_job, segments, topology
 
 NODES = {f"{z}{r}{n}": (f"zone-{z}", f"block-{z}", f"rack-{z}{r}") for z in "ab" for r in "12" for n in "1234"}
@@ -56,18 +55,19 @@ def old_manifest(runtime: Runtime, name: str) -> list[dict]:
     return [doc for doc in yaml.safe_load_all((runtime.source / "manifests" / "base" / name).read_text()) if doc]
 
 
-def roll_extender(cluster: E2ECluster) -> None:
-    """Step 2 as the Deployment rolls it (maxSurge 100%, maxUnavailable 100%): both new pods are created and
-    both old ones sent SIGTERM at once."""
+def roll_extender(cluster: E2ECluster) -> list[Replica]:
+    """The extender's rollout as the Deployment does it (maxSurge 100%, maxUnavailable 100%): both new pods
+    are created and both old ones sent SIGTERM at once. Returns the old replicas, stopped."""
     extender = cluster.extender
     old = [r for r in extender.replicas if r.process and r.process.popen.poll() is None]
     for _ in old:
         extender.start(extender.add(Runtime()))
     for replica in old:
-        replica.process.popen.send_signal(signal.SIGTERM)
+        extender.terminate(replica)
     for replica in old:
-        replica.process.stop()
+        replica.process.popen.wait(60)
     extender.wait_leader(60)
+    return old
 
 
 def stop_scheduler(cluster: E2ECluster) -> None:
@@ -95,62 +95,84 @@ def webhook(cluster: E2ECluster, failure_policy: str) -> dict:
     return config
 
 
-def test_upgrading_while_gangs_are_scheduled_refuses_and_leaves_unmutated_nothing(upgrade_cluster, previous,
-                                                                                  request):
+def gangs_through(cluster: E2ECluster, name: str, steps: list[tuple[str, callable]]) -> list[tuple[str, int]]:
+    """Rack gangs arriving every INTERVAL seconds while `steps` run, from the third Job on; then every gang
+    must be bound whole in its rack with every pod mutated, no extender call failed, no gang evicted as stale
+    and no pod failed. Returns each step with the number of Jobs created when it ended."""
+    ns = conftest.TestNamespace(cluster, name)
+    try:
+        ns.add_nodes(NODES)
+        created: list[str] = []
+
+        def submit() -> None:
+            for i in range(JOBS):
+                ns.apply(indexed_job(f"gang-{i}", PODS, GPUS, topology(required="rack"), segments(2, "rack")))
+                created.append(f"gang-{i}")
+                time.sleep(INTERVAL)
+
+        submitter = threading.Thread(target=submit, daemon=True)
+        submitter.start()
+        done: list[tuple[str, int]] = []
+        time.sleep(3 * INTERVAL)
+        for step, run in steps:
+            run()
+            done.append((step, len(created)))
+        submitter.join(120)
+        assert len(created) == JOBS
+        assert done[-1][1] < JOBS, f"the rollout ended after the last Job was created: {done}"
+
+        for job in created:
+            bound = cluster.wait_bound(ns.name, PODS, f"job-name={job}", timeout=120)
+            assert len(distinct(cluster, bound, RACK)) == 1, f"{job} spans racks"
+            for pod in bound:
+                env = {e.name for c in pod.spec.containers for e in (c.env or [])}
+                assert SEGMENT_ENV in env and SEGMENT_LABEL in (pod.metadata.labels or {}), \
+                    f"{pod.metadata.name} was admitted unmutated (steps: {done})"
+        events = cluster.core.list_namespaced_event(ns.name).items
+        failed = [f"{e.involved_object.name}: {e.message}" for e in events
+                  if e.reason == "FailedScheduling" and EXTENDER_ERRORS.search(e.message or "")]
+        assert not failed, f"steps: {done}\n" + "\n".join(failed)
+        assert [e.message for e in events if e.reason == "StaleGangEvicted"] == []
+        jobs = cluster.plane.kubectl("-n", ns.name, "get", "jobs", "-o", "jsonpath={.items[*].status.failed}")
+        assert jobs.strip() == "", f"pods of the Jobs failed: {jobs}"
+        turned_away = [e.message for e in events if e.reason == "FailedCreate"]
+        print(f"{name}: steps (Jobs created by then): {done}; pod creations turned away: {len(turned_away)}")
+        return done
+    finally:
+        ns.close()
+
+
+def test_upgrading_from_the_previous_release_refuses_and_leaves_unmutated_nothing(upgrade_cluster):
+    """docs/install.md's Upgrade: the webhook configuration and RBAC, then the extender with kube-scheduler
+    stopped and the webhook failing closed (the previous release stops listening at SIGTERM, before anyone
+    else leads), then the webhook back to Ignore and kube-scheduler with the new configuration."""
     cluster = upgrade_cluster
-    ns = conftest.TestNamespace(cluster, "upgrade")
-    request.addfinalizer(ns.close)
-    ns.add_nodes(NODES)
     old = list(cluster.extender.replicas)
     assert all(r.runtime.source != Runtime().source for r in old)
+    assert cluster.extender.wait_leader() in old
+    gangs_through(cluster, "upgrade", [
+        ("webhook", lambda: cluster.apply(manifest("extender-rbac.yaml") + [webhook(cluster, "Ignore")])),
+        ("pause", lambda: time.sleep(2 * INTERVAL)),
+        ("scheduler stopped", lambda: stop_scheduler(cluster)),
+        ("webhook fails closed", lambda: cluster.apply([webhook(cluster, "Fail")])),
+        ("extender", lambda: roll_extender(cluster)),
+        ("webhook ignores", lambda: cluster.apply([webhook(cluster, "Ignore")])),
+        ("scheduler", lambda: start_scheduler(cluster)),
+    ])
     leader = cluster.extender.wait_leader()
-    assert leader in old
+    assert leader not in old and leader.runtime == Runtime()
 
-    created: list[str] = []
 
-    def submit() -> None:
-        for i in range(JOBS):
-            ns.apply(indexed_job(f"gang-{i}", PODS, GPUS, topology(required="rack"), segments(2, "rack")))
-            created.append(f"gang-{i}")
-            time.sleep(INTERVAL)
-
-    submitter = threading.Thread(target=submit, daemon=True)
-    submitter.start()
-    steps: list[tuple[str, int]] = []
-    time.sleep(3 * INTERVAL)
-    # 1. the webhook configuration and RBAC of the new release (kubectl apply -f install.yaml, Deployments paused)
-    cluster.apply(manifest("extender-rbac.yaml") + [webhook(cluster, "Ignore")])
-    steps.append(("webhook", len(created)))
-    time.sleep(2 * INTERVAL)
-    # 2. the extender replicas, the scheduler stopped and the webhook failing closed while no replica leads
-    stop_scheduler(cluster)
-    cluster.apply([webhook(cluster, "Fail")])
-    roll_extender(cluster)
-    steps.append(("extender", len(created)))
-    cluster.apply([webhook(cluster, "Ignore")])
-    # 3. kube-scheduler
-    start_scheduler(cluster)
-    steps.append(("scheduler", len(created)))
-    submitter.join(120)
-    assert len(created) == JOBS
-    assert steps[-1][1] < JOBS, f"the upgrade ended after the last Job was created: {steps}"
-
-    new_leader = cluster.extender.wait_leader()
-    assert new_leader not in old and new_leader.runtime == Runtime()
-    for name in created:
-        bound = cluster.wait_bound(ns.name, PODS, f"job-name={name}", timeout=120)
-        assert len(distinct(cluster, bound, RACK)) == 1, f"{name} spans racks"
-        for pod in bound:
-            env = {e.name for c in pod.spec.containers for e in (c.env or [])}
-            assert SEGMENT_ENV in env and SEGMENT_LABEL in (pod.metadata.labels or {}), \
-                f"{pod.metadata.name} was admitted unmutated (steps: {steps})"
-    events = cluster.core.list_namespaced_event(ns.name).items
-    failed = [f"{e.involved_object.name}: {e.message}" for e in events
-              if e.reason == "FailedScheduling" and EXTENDER_ERRORS.search(e.message or "")]
-    assert not failed, f"steps: {steps}\n" + "\n".join(failed)
-    assert [e.message for e in events if e.reason == "StaleGangEvicted"] == []
-    jobs = cluster.plane.kubectl("-n", ns.name, "get", "jobs", "-o", "jsonpath={.items[*].status.failed}")
-    assert jobs.strip() == "", f"pods of the Jobs failed: {jobs}"
-    turned_away = [e.message for e in events if e.reason == "FailedCreate"]
-    print(f"steps (Jobs created by then): {steps}; pod creations turned away while no replica led: "
-          f"{len(turned_away)}")
+def test_rolling_this_release_hands_the_lease_over_with_nothing_refused_or_unmutated(upgrade_cluster):
+    """From this release on, the extender's plain rollout (both pods replaced at once) while kube-scheduler
+    keeps calling and the webhook ignores failures: the old leader hands its Lease over and answers until a
+    new replica leads, so there is no gap to fail in."""
+    cluster = upgrade_cluster
+    leader = cluster.extender.wait_leader()
+    if leader.runtime != Runtime():
+        pytest.skip("the upgrade test before this one did not leave this release running")
+    stopped: list[Replica] = []
+    gangs_through(cluster, "rollout", [("extender", lambda: stopped.extend(roll_extender(cluster)))])
+    assert leader in stopped and cluster.extender.wait_leader() not in stopped
+    log = leader.process.log.read_text(errors="replace")
+    assert "handed lease" in log and "holds lease" in log, leader.process.tail(20)
