@@ -70,7 +70,7 @@ class LeaderElector:
         self._observed_at = 0.0                    # monotonic time the observed spec last changed
         self._renewed_at = -math.inf               # monotonic time of our last successful acquire/renew
         self._leading = False
-        self._handing_over = False                 # released by hand_over(), no successor seen yet
+        self._handing_over = False                 # hand_over() released the Lease: serving until the exit
         self._release_on_stop = True
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
