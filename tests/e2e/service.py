@@ -70,7 +70,8 @@ class Extender:
         return replica
 
     def start(self, replica: Replica) -> None:
-        argv = [replica.runtime.python, "-m", "app.cli", "serve", "--kubeconfig", self.kubeconfig,
+        # -P: the source tree comes from PYTHONPATH alone, not from the working directory (this checkout)
+        argv = [replica.runtime.python, "-P", "-m", "app.cli", "serve", "--kubeconfig", self.kubeconfig,
                 "--host", "127.0.0.1", "--port", replica.port,
                 "--tls-cert", self.cert[0], "--tls-key", self.cert[1],
                 "--client-ca", self.ca, "--verbs-port", replica.verbs_port, "--debug-port", replica.debug_port,
@@ -78,9 +79,10 @@ class Extender:
                 "--scheduler-name", "tas-scheduler", "--log-level", "info", *self.extra_args]
         env = {"PATH": "/usr/bin:/bin", "POD_NAME": replica.name, "PYTHONPATH": str(replica.runtime.source),
                "HOME": str(self.folder),
-               # a leader being stopped waits this long for a successor (a previous release ignores it);
+               # a leader being stopped waits this long for a successor (a previous release ignores it): a
+               # loaded 2-core machine took 14 s to start a replica; Extender.stop()'s second SIGTERM ends it;
                # TAS_E2E_HANDOVER_TIMEOUT=0 stops it as soon as it has released its Lease
-               "TAS_HANDOVER_TIMEOUT": os.environ.get("TAS_E2E_HANDOVER_TIMEOUT", "10"), "TAS_HANDOVER_DRAIN": "1"}
+               "TAS_HANDOVER_TIMEOUT": os.environ.get("TAS_E2E_HANDOVER_TIMEOUT", "60"), "TAS_HANDOVER_DRAIN": "1"}
         wrap = os.environ.get("TAS_E2E_WRAP", "").split()    # a profiler launching the service (benchmarks)
         replica.terminating = False
         replica.process = start(replica.name, [*wrap, *argv], self.folder, env=env)
@@ -110,8 +112,15 @@ class Extender:
         replica.terminating = True
         replica.process.popen.send_signal(signal.SIGTERM)
 
+    def stop_replica(self, replica: Replica) -> None:
+        """Stop one replica now, waiting for it: a second SIGTERM ends a leader's hand-over (for a restart, or
+        when nobody would take over)."""
+        self.terminate(replica)
+        time.sleep(0.2)
+        replica.process.stop()
+
     def stop(self) -> None:
-        """Every replica, at once: a second SIGTERM ends a leader's handover (nobody would take over)."""
+        """Every replica, at once."""
         running = [r for r in self.replicas if r.process and r.process.popen.poll() is None]
         for replica in running:
             self.terminate(replica)

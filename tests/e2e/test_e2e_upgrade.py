@@ -20,7 +20,8 @@ from service import Replica, Runtime
 from workloads import RACK, distinct, indexed_job, segments, topology
 
 NODES = {f"{z}{r}{n}": (f"zone-{z}", f"block-{z}", f"rack-{z}{r}") for z in "ab" for r in "12" for n in "1234"}
-JOBS, PODS, GPUS = 14, 4, 2                 # 14 gangs of 4 pods x 2 GPUs: 112 of the 128 GPUs, 4 gangs a rack
+JOBS, PODS, GPUS = 14, 4, 2                 # 14 gangs of 4 pods x 2 GPUs and one in the rollout's gap: 120 of
+                                            # the 128 GPUs, 4 gangs a rack
 INTERVAL = 1.2                              # seconds between Jobs: the upgrade happens while they come
 # what kube-scheduler says when an extender call fails (its FailedScheduling event); the extender's own
 # refusals ("not known to the extender yet", a watch a moment behind) are retried as on any day
@@ -55,17 +56,21 @@ def old_manifest(runtime: Runtime, name: str) -> list[dict]:
     return [doc for doc in yaml.safe_load_all((runtime.source / "manifests" / "base" / name).read_text()) if doc]
 
 
-def roll_extender(cluster: E2ECluster) -> list[Replica]:
+def roll_extender(cluster: E2ECluster, after_sigterm=lambda: None, after_exit=lambda: None) -> list[Replica]:
     """The extender's rollout as the Deployment does it (maxSurge 100%, maxUnavailable 100%): both new pods
-    are created and both old ones sent SIGTERM at once. Returns the old replicas, stopped."""
+    are created and both old ones sent SIGTERM at once. `after_sigterm` runs right then, `after_exit` once the
+    old replicas have exited, both while the new ones cannot answer yet (they take seconds to start and sync).
+    Returns the old replicas, stopped."""
     extender = cluster.extender
     old = [r for r in extender.replicas if r.process and r.process.popen.poll() is None]
     for _ in old:
         extender.start(extender.add(Runtime()))
     for replica in old:
         extender.terminate(replica)
+    after_sigterm()
     for replica in old:
-        replica.process.popen.wait(60)
+        replica.process.popen.wait(120)
+    after_exit()
     extender.wait_leader(60)
     return old
 
@@ -96,18 +101,22 @@ def webhook(cluster: E2ECluster, failure_policy: str) -> dict:
 
 
 def gangs_through(cluster: E2ECluster, name: str, steps: list[tuple[str, callable]]) -> list[tuple[str, int]]:
-    """Rack gangs arriving every INTERVAL seconds while `steps` run, from the third Job on; then every gang
-    must be bound whole in its rack with every pod mutated, no extender call failed, no gang evicted as stale
-    and no pod failed. Returns each step with the number of Jobs created when it ended."""
+    """Rack gangs arriving every INTERVAL seconds while `steps` run, from the third Job on (each step is given
+    a function that creates one more gang at once); then every gang must be bound whole in its rack with every
+    pod mutated, no extender call failed, no gang evicted as stale and no pod failed. Returns each step with
+    the number of Jobs created when it ended."""
     ns = conftest.TestNamespace(cluster, name)
     try:
         ns.add_nodes(NODES)
         created: list[str] = []
 
+        def gang(job: str) -> None:
+            ns.apply(indexed_job(job, PODS, GPUS, topology(required="rack"), segments(2, "rack")))
+            created.append(job)
+
         def submit() -> None:
             for i in range(JOBS):
-                ns.apply(indexed_job(f"gang-{i}", PODS, GPUS, topology(required="rack"), segments(2, "rack")))
-                created.append(f"gang-{i}")
+                gang(f"gang-{i}")
                 time.sleep(INTERVAL)
 
         submitter = threading.Thread(target=submit, daemon=True)
@@ -115,10 +124,10 @@ def gangs_through(cluster: E2ECluster, name: str, steps: list[tuple[str, callabl
         done: list[tuple[str, int]] = []
         time.sleep(3 * INTERVAL)
         for step, run in steps:
-            run()
+            run(gang)
             done.append((step, len(created)))
         submitter.join(120)
-        assert len(created) == JOBS
+        assert len(created) == JOBS + 1, created
         assert done[-1][1] < JOBS, f"the rollout ended after the last Job was created: {done}"
 
         for job in created:
@@ -135,8 +144,10 @@ def gangs_through(cluster: E2ECluster, name: str, steps: list[tuple[str, callabl
         assert [e.message for e in events if e.reason == "StaleGangEvicted"] == []
         jobs = cluster.plane.kubectl("-n", ns.name, "get", "jobs", "-o", "jsonpath={.items[*].status.failed}")
         assert jobs.strip() == "", f"pods of the Jobs failed: {jobs}"
-        turned_away = [e.message for e in events if e.reason == "FailedCreate"]
-        print(f"{name}: steps (Jobs created by then): {done}; pod creations turned away: {len(turned_away)}")
+        turned_away = [e.message or "" for e in events if e.reason == "FailedCreate"]
+        gap = sum("failed calling webhook" in m for m in turned_away)
+        print(f"{name}: steps (Jobs created by then): {done}; pod creations turned away by the webhook failing "
+              f"closed: {gap}, by the webhook waiting to see the Job: {len(turned_away) - gap}")
         return done
     finally:
         ns.close()
@@ -151,13 +162,14 @@ def test_upgrading_from_the_previous_release_refuses_and_leaves_unmutated_nothin
     assert all(r.runtime.source != Runtime().source for r in old)
     assert cluster.extender.wait_leader() in old
     gangs_through(cluster, "upgrade", [
-        ("webhook", lambda: cluster.apply(manifest("extender-rbac.yaml") + [webhook(cluster, "Ignore")])),
-        ("pause", lambda: time.sleep(2 * INTERVAL)),
-        ("scheduler stopped", lambda: stop_scheduler(cluster)),
-        ("webhook fails closed", lambda: cluster.apply([webhook(cluster, "Fail")])),
-        ("extender", lambda: roll_extender(cluster)),
-        ("webhook ignores", lambda: cluster.apply([webhook(cluster, "Ignore")])),
-        ("scheduler", lambda: start_scheduler(cluster)),
+        ("webhook", lambda _: cluster.apply(manifest("extender-rbac.yaml") + [webhook(cluster, "Ignore")])),
+        ("pause", lambda _: time.sleep(2 * INTERVAL)),
+        ("scheduler stopped", lambda _: stop_scheduler(cluster)),
+        ("webhook fails closed", lambda _: cluster.apply([webhook(cluster, "Fail")])),
+        # a Job once the previous release has stopped: its pods are created while no replica answers
+        ("extender", lambda gang: roll_extender(cluster, after_exit=lambda: gang("in-the-gap"))),
+        ("webhook ignores", lambda _: cluster.apply([webhook(cluster, "Ignore")])),
+        ("scheduler", lambda _: start_scheduler(cluster)),
     ])
     leader = cluster.extender.wait_leader()
     assert leader not in old and leader.runtime == Runtime()
@@ -172,7 +184,9 @@ def test_rolling_this_release_hands_the_lease_over_with_nothing_refused_or_unmut
     if leader.runtime != Runtime():
         pytest.skip("the upgrade test before this one did not leave this release running")
     stopped: list[Replica] = []
-    gangs_through(cluster, "rollout", [("extender", lambda: stopped.extend(roll_extender(cluster)))])
+    gangs_through(cluster, "rollout", [
+        # a Job as the old leader is sent SIGTERM: its pods are created while it hands over
+        ("extender", lambda gang: stopped.extend(roll_extender(cluster, after_sigterm=lambda: gang("in-the-gap"))))])
     assert leader in stopped and cluster.extender.wait_leader() not in stopped
     log = leader.process.log.read_text(errors="replace")
     assert "handed lease" in log and "holds lease" in log, leader.process.tail(20)
