@@ -15,6 +15,11 @@
 In cluster mode the service refuses to start without --client-ca unless --insecure-verbs says otherwise;
 then the verbs stay on the main port, open to whoever reaches it, and every start logs a warning.
 
+A leader sent SIGTERM hands over before it stops (`hand_over_on_exit`): it releases its Lease, keeps every
+listener answering until another replica holds the Lease (at most --handover-timeout) and --handover-drain
+seconds more while the Service moves to that replica, then shuts down as uvicorn does. A second signal stops
+it at once. A standby stops at once.
+
 Every listener serves the TLS files through one `TlsFiles` (app/certificates.py), which reloads them when
 they change, and closes a connection whose request (head and body) has not arrived within --request-timeout
 (issue 40): uvicorn bounds only the idle time between requests, not the time a request takes to arrive.
@@ -22,7 +27,10 @@ they change, and closes a connection whose request (head and body) has not arriv
 from __future__ import annotations
 
 import asyncio
+import signal
 import ssl
+import threading
+import time
 from collections.abc import Callable, Iterable
 
 from fastapi import APIRouter, FastAPI
@@ -269,8 +277,36 @@ def run(app: FastAPI, settings: Settings) -> None:
     if tls is not None:
         watch_tls(app, settings, tls)
     all_servers = servers(app, settings, tls)
+    hand_over_on_exit(all_servers[0], getattr(app.state, "service", None), settings)
     with asyncio.Runner(loop_factory=loop_factory(all_servers[0].config)) as runner:
         runner.run(_serve_all(all_servers, tls))
+
+
+def hand_over_on_exit(main, state, settings: Settings) -> None:
+    """The first SIGTERM or SIGINT to a leader hands its Lease over before `main` (which the other listeners
+    follow) shuts down; see the module's docstring. Without leader election, the signal goes straight to
+    uvicorn."""
+    elector = getattr(state, "elector", None)
+    if not settings.leader_elect or elector is None or not hasattr(elector, "hand_over"):
+        return
+    exit_now = main.handle_exit
+    first = threading.Event()
+
+    def hand_over() -> None:
+        try:
+            if elector.hand_over(settings.handover_timeout) is not None:
+                time.sleep(settings.handover_drain)
+        finally:
+            exit_now(signal.SIGTERM, None)
+
+    def handle_exit(sig, frame) -> None:
+        if first.is_set():
+            exit_now(sig, frame)
+            return
+        first.set()
+        threading.Thread(target=hand_over, name="hand-over", daemon=True).start()
+
+    main.handle_exit = handle_exit
 
 
 def loop_factory(config):

@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     leader_elect: bool = False
     lease_name: str = "tas-extender"
     lease_namespace: str = Field(default_factory=_default_lease_namespace)
+    # a leader sent SIGTERM releases its Lease and answers until another replica holds it (at most this long),
+    # then handover_drain seconds more while the Service moves to that replica (app/listeners.py)
+    handover_timeout: float = Field(15.0, ge=0, le=3600, allow_inf_nan=False)
+    handover_drain: float = Field(5.0, ge=0, le=3600, allow_inf_nan=False)
     # the scheduler profile(s) whose pods the extender binds, comma-separated; the webhook sets the first
     scheduler_name: str = "tas-scheduler"
     set_scheduler_name: bool = False         # the webhook sets spec.schedulerName on topology pods

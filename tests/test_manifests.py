@@ -411,6 +411,21 @@ def test_extender_runs_two_replicas_with_leader_election():
     assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
 
 
+def test_a_leader_handing_over_is_stopped_within_the_pods_grace_period():
+    """The old leader answers until a successor holds the Lease (--handover-timeout) and --handover-drain more;
+    the kubelet's SIGKILL must not cut that short, and a request in flight (--request-timeout) still ends."""
+    from app.settings import Settings
+    docs = installed()
+    fields = Settings.model_fields
+
+    def seconds(name: str) -> float:
+        value = extender_flag(docs, name.replace("_", "-"))
+        return float(value) if value is not None else fields[name].default
+
+    grace = extender_deployment(docs)["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert seconds("handover_timeout") + seconds("handover_drain") + seconds("request_timeout") <= grace
+
+
 def test_extender_probes_use_the_health_endpoints_on_the_serving_port():
     deployment = extender_deployment(installed())
     c = container(deployment)

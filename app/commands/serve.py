@@ -65,6 +65,12 @@ def register(subparsers) -> None:
     add("--leader-elect", type=_bool, nargs="?", const=True, metavar="BOOL",
         help="only the holder of the Lease reports ready (TAS_LEADER_ELECT, default false)")
     add("--lease-name", help="Lease name for leader election (TAS_LEASE_NAME, default tas-extender)")
+    add("--handover-timeout", type=float, metavar="SECONDS",
+        help="a leader sent SIGTERM releases its Lease and keeps answering until another replica holds it, for at "
+             "most this long (TAS_HANDOVER_TIMEOUT, default 15)")
+    add("--handover-drain", type=float, metavar="SECONDS",
+        help="then it answers this long more while the Service moves to that replica, and stops "
+             "(TAS_HANDOVER_DRAIN, default 5)")
     add("--lease-namespace", help="Lease namespace (TAS_LEASE_NAMESPACE, default $POD_NAMESPACE or tas-system)")
     add("--scheduler-name", help="the scheduler profile(s) whose pods the extender binds, comma-separated; the webhook "
                                  "sets the first (TAS_SCHEDULER_NAME, default tas-scheduler)")

@@ -6,6 +6,8 @@ on the candidate's own clock (no trust in other machines' clocks). Writes carry 
 so two candidates racing for one Lease cannot both win (409 Conflict for the loser).
 A leader that has not renewed for `renew_deadline` (< lease_duration) stops calling itself leader before
 anyone else may take over. `stop()` releases the Lease so a standby takes over at its next retry.
+`hand_over()` releases it too, but the replica keeps `serving()` until another one holds the Lease: a leader
+being replaced answers until its successor can (app/listeners.py stops it then).
 """
 from __future__ import annotations
 
@@ -68,6 +70,7 @@ class LeaderElector:
         self._observed_at = 0.0                    # monotonic time the observed spec last changed
         self._renewed_at = -math.inf               # monotonic time of our last successful acquire/renew
         self._leading = False
+        self._handing_over = False                 # hand_over() released the Lease: serving until the exit
         self._release_on_stop = True
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -88,6 +91,35 @@ class LeaderElector:
 
     def is_leader(self) -> bool:
         return self._leading and time.monotonic() - self._renewed_at < self.renew_deadline
+
+    def serving(self) -> bool:
+        """Whether this replica answers as the leader (what /readyz reads): it leads, or it handed the Lease
+        over and is being stopped. A replica being stopped stays a fallback until it exits: its successor is
+        Ready as soon as it holds the Lease, but the Service needs a probe period to route to it."""
+        return self._handing_over or self.is_leader()
+
+    def hand_over(self, timeout: float, interval: float = 0.2) -> str | None:
+        """Release the Lease and wait, up to `timeout` seconds, for another replica to hold it, serving
+        meanwhile. Returns that replica's identity, or None (this replica did not lead, or nobody took over).
+        The election loop ends: a replica being stopped never leads again, and is_leader() is false at once
+        (the leader's background work stops; the verbs and the webhook still answer)."""
+        leading = self.is_leader()
+        self._handing_over = leading
+        self.stop(release=True)
+        if not leading:
+            return None
+        log.info("leader election: %s handed lease %s over; serving until another replica holds it (at most "
+                 "%gs)", self.identity, self.path, timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            successor = self._holder()
+            if successor and successor != self.identity:
+                log.info("leader election: %s holds lease %s now", successor, self.path)
+                return successor
+            if time.monotonic() >= deadline:
+                log.warning("leader election: nobody took lease %s over within %gs", self.path, timeout)
+                return None
+            time.sleep(interval)
 
     @property
     def leader(self) -> str | None:
@@ -177,6 +209,14 @@ class LeaderElector:
                 callback()
             except Exception:  # noqa: BLE001 - a callback must not end the election loop
                 log.exception("leader election callback failed")
+
+    def _holder(self) -> str | None:
+        try:
+            lease = self.api.request("GET", self.path)
+        except KubeApiError as error:
+            log.warning("leader election: cannot read lease %s: %s", self.path, error)
+            return None
+        return (lease.get("spec") or {}).get("holderIdentity") or None
 
     def _release(self) -> None:
         """Hand the Lease back: no holder, 1 s duration, transitions kept (as client-go's ReleaseOnCancel)."""

@@ -41,24 +41,25 @@ class KubeParts:
 
     def start(self, state, restore: Callable[[], None] | None = None) -> None:
         """Start watching; once the first full sync is in, `restore` (the engine's) gives partly bound gangs
-        their plans back."""
-        if self.elector is not None:
-            self.elector.start()
+        their plans back, and only then does the elector run for the Lease: a replica that leads can answer at
+        once, so a leader handing over (LeaderElector.hand_over) is followed by one that is Ready."""
         self.source.start()
-        if self.restore:
-            threading.Thread(target=self._restore_after_sync, args=(state, restore or (lambda: None)), name="restore-plans",
-                             daemon=True).start()
+        threading.Thread(target=self._after_sync, args=(state, restore or (lambda: None)), name="after-sync",
+                         daemon=True).start()
 
-    def _restore_after_sync(self, state, restore: Callable[[], None]) -> None:
-        """Once the first full sync is in, give partly bound gangs their plans back (in a thread, so the
-        server starts answering probes at once). Gives up when the parts stop before any sync."""
+    def _after_sync(self, state, restore: Callable[[], None]) -> None:
+        """Once the first full sync is in, give partly bound gangs their plans back and start the elector (in a
+        thread, so the server starts answering probes at once). Gives up when the parts stop before any sync."""
         while not state.synced_once:
             if self._stopped.wait(0.05):
                 return
-        try:
-            restore()
-        except Exception:        # the service still runs; those gangs are re-planned by their next pod
-            log.exception("restoring gang plans failed")
+        if self.restore:
+            try:
+                restore()
+            except Exception:        # the service still runs; those gangs are re-planned by their next pod
+                log.exception("restoring gang plans failed")
+        if self.elector is not None and not self._stopped.is_set():
+            self.elector.start()
         if self.freeze_gc:
             gc.freeze()   # the synced cluster is long-lived: keep it out of every GC pass
 

@@ -131,10 +131,17 @@ class ServiceState:
     def is_leader(self) -> bool:
         return self._elector is None or bool(self._elector.is_leader())
 
+    def serving(self) -> bool:
+        """Whether this replica answers as the leader: it leads, or it is handing its Lease over (the elector's
+        `serving()`, when it has one)."""
+        if self._elector is None:
+            return True
+        return bool(getattr(self._elector, "serving", self._elector.is_leader)())
+
     def ready(self) -> tuple[bool, str]:
         if not self.synced_once:
             return False, "waiting for the first full sync of the cluster"
-        if self.settings.leader_elect and not self.is_leader():
+        if self.settings.leader_elect and not self.serving():
             return False, "not the leader (standby)"
         for check in self.readiness_checks:
             problem = check()

@@ -26,7 +26,7 @@ from app.state import POD_KIND
 from controlplane import ControlPlane, write_kubeconfig
 from grouper.expand import expand_pods
 from secretvolume import SecretVolume
-from service import REPO, Extender, ReadyProxy
+from service import REPO, Extender, ReadyProxy, Runtime
 
 MANIFESTS = REPO / "manifests" / "base"
 TOPOLOGY = "e2e"
@@ -119,8 +119,9 @@ class PodSinks:
 
 class E2ECluster:
     def __init__(self, plane: ControlPlane, replicas: int = 1, extender_args: tuple[str, ...] = (),
-                 direct: bool = False, secret_volumes: bool = False):
+                 direct: bool = False, secret_volumes: bool = False, runtime: Runtime = Runtime()):
         self.plane = plane
+        self.runtime = runtime        # what the extender replicas run (a previous release, for an upgrade)
         # the certificates as mounted Secrets (tests/e2e/secretvolume.py), which a test may renew in place
         self.secret_volumes = secret_volumes
         self.api = kube_config.new_client_from_config(config_file=str(plane.admin_kubeconfig))
@@ -156,7 +157,7 @@ class E2ECluster:
             client_ca = self.serving_secret.path("ca.crt")
             self.scheduler_client = self.client_secret.path("tls.crt"), self.client_secret.path("tls.key")
         self.extender = Extender(plane.folder, kubeconfig, serving, client_ca, self.replicas,
-                                 self.extender_args)
+                                 self.extender_args, self.runtime)
         self.proxy = ReadyProxy(self.extender)
         self.verbs_proxy = ReadyProxy(self.extender, port_of=lambda replica: replica.verbs_port)
         first = self.extender.replicas[0]

@@ -255,8 +255,9 @@ class ControlPlane:
         cert = self.certs.issue(name, f"/CN={user}")
         return write_kubeconfig(self.folder / f"{name}.kubeconfig", self.server, self.certs.ca_crt, *cert)
 
-    def start_scheduler(self, name: str, config: dict) -> Process:
-        """A kube-scheduler with this KubeSchedulerConfiguration (its client connection is filled in)."""
+    def start_scheduler(self, name: str, config: dict, args: tuple[str, ...] = ()) -> Process:
+        """A kube-scheduler with this KubeSchedulerConfiguration (its client connection is filled in) and
+        these flags besides."""
         kubeconfig = self.component_kubeconfig(f"{name}-client", "system:kube-scheduler")
         config = {**config, "clientConnection": {**config.get("clientConnection", {}), "kubeconfig": str(kubeconfig)},
                   "leaderElection": {"leaderElect": False}}
@@ -266,7 +267,7 @@ class ControlPlane:
         scheduler = start(name, [
             self.binaries["kube-scheduler"], "--config", path, "--bind-address", "127.0.0.1",
             "--secure-port", port, "--authentication-kubeconfig", kubeconfig,
-            "--authorization-kubeconfig", kubeconfig, *self._gate_args(), *scheduler_verbosity()], self.folder)
+            "--authorization-kubeconfig", kubeconfig, *self._gate_args(), *scheduler_verbosity(), *args], self.folder)
         scheduler.port = port
         self.processes.append(scheduler)
         context = _self_signed_context()

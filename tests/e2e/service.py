@@ -2,11 +2,13 @@
 
 In a cluster, kube-scheduler and the API server reach the extender through a Service whose endpoints are the
 Ready pods, and only the Lease holder reports Ready. `ReadyProxy` does the same on loopback: each new TCP
-connection goes to the first replica whose /readyz answers 200 (TLS passes through untouched).
+connection goes to the first replica whose /readyz answers 200 (TLS passes through untouched), preferring one
+that is not being stopped, as kube-proxy uses a terminating pod's endpoint only while no other is ready.
 """
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import ssl
 import sys
@@ -21,6 +23,14 @@ from controlplane import Process, free_port, start, wait_until
 REPO = Path(__file__).resolve().parents[2]
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """What a replica runs: an interpreter and the source tree on its path (this checkout by default; a
+    previous release's, tests/e2e/previous.py, for an upgrade)."""
+    python: str = sys.executable
+    source: Path = REPO
+
+
 @dataclass
 class Replica:
     name: str
@@ -30,6 +40,8 @@ class Replica:
     # /debug and /ui, on loopback (what `kubectl port-forward` reaches in a cluster)
     debug_port: int = field(default_factory=free_port)
     process: Process | None = None
+    runtime: Runtime = Runtime()
+    terminating: bool = False    # sent SIGTERM (its endpoint is a fallback only)
 
     def ready(self, ca: Path) -> bool:
         context = ssl.create_default_context(cafile=str(ca))
@@ -46,21 +58,33 @@ class Extender:
     accept only callers with a client certificate signed by `ca` (the control plane's CA here)."""
 
     def __init__(self, folder: Path, kubeconfig: Path, cert: tuple[Path, Path], ca: Path, replicas: int = 1,
-                 extra_args: tuple[str, ...] = ()):
+                 extra_args: tuple[str, ...] = (), runtime: Runtime = Runtime()):
         self.folder, self.kubeconfig, self.cert, self.ca = folder, kubeconfig, cert, ca
         self.extra_args = extra_args
-        self.replicas = [Replica(f"tas-extender-{i}", free_port()) for i in range(replicas)]
+        self.replicas = [Replica(f"tas-extender-{i}", free_port(), runtime=runtime) for i in range(replicas)]
+
+    def add(self, runtime: Runtime = Runtime()) -> Replica:
+        """One more replica (not started), as a rollout's new pod."""
+        replica = Replica(f"tas-extender-{len(self.replicas)}", free_port(), runtime=runtime)
+        self.replicas.append(replica)
+        return replica
 
     def start(self, replica: Replica) -> None:
-        argv = [sys.executable, "-m", "app.cli", "serve", "--kubeconfig", self.kubeconfig,
+        # -P: the source tree comes from PYTHONPATH alone, not from the working directory (this checkout)
+        argv = [replica.runtime.python, "-P", "-m", "app.cli", "serve", "--kubeconfig", self.kubeconfig,
                 "--host", "127.0.0.1", "--port", replica.port,
                 "--tls-cert", self.cert[0], "--tls-key", self.cert[1],
                 "--client-ca", self.ca, "--verbs-port", replica.verbs_port, "--debug-port", replica.debug_port,
                 "--leader-elect", "--lease-namespace", "tas-system", "--lease-name", "tas-extender",
                 "--scheduler-name", "tas-scheduler", "--log-level", "info", *self.extra_args]
-        env = {"PATH": "/usr/bin:/bin", "POD_NAME": replica.name, "PYTHONPATH": str(REPO),
-               "HOME": str(self.folder)}
+        env = {"PATH": "/usr/bin:/bin", "POD_NAME": replica.name, "PYTHONPATH": str(replica.runtime.source),
+               "HOME": str(self.folder),
+               # a leader being stopped waits this long for a successor (a previous release ignores it): a
+               # loaded 2-core machine took 14 s to start a replica; Extender.stop()'s second SIGTERM ends it;
+               # TAS_E2E_HANDOVER_TIMEOUT=0 stops it as soon as it has released its Lease
+               "TAS_HANDOVER_TIMEOUT": os.environ.get("TAS_E2E_HANDOVER_TIMEOUT", "60"), "TAS_HANDOVER_DRAIN": "1"}
         wrap = os.environ.get("TAS_E2E_WRAP", "").split()    # a profiler launching the service (benchmarks)
+        replica.terminating = False
         replica.process = start(replica.name, [*wrap, *argv], self.folder, env=env)
 
     def start_all(self) -> None:
@@ -72,20 +96,37 @@ class Extender:
         return wait_until(self.leader, timeout, "a ready tas-extender replica", interval=0.2)
 
     def leader(self) -> Replica | None:
-        for replica in self.replicas:
-            if replica.process and replica.process.popen.poll() is None and replica.ready(self.ca):
+        """The replica the Service routes to: a ready one, one that is not being stopped first."""
+        running = [r for r in self.replicas if r.process and r.process.popen.poll() is None]
+        for replica in sorted(running, key=lambda r: r.terminating):
+            if replica.ready(self.ca):
                 return replica
         return None
 
     def kill(self, replica: Replica) -> None:
         """As a node failure or OOM kill would: no chance to release the Lease."""
-        import signal
         replica.process.stop(signal.SIGKILL)
 
+    def terminate(self, replica: Replica) -> None:
+        """As the kubelet stops a pod: SIGTERM, not waiting (`replica.process.stop()` waits)."""
+        replica.terminating = True
+        replica.process.popen.send_signal(signal.SIGTERM)
+
+    def stop_replica(self, replica: Replica) -> None:
+        """Stop one replica now, waiting for it: a second SIGTERM ends a leader's hand-over (for a restart, or
+        when nobody would take over)."""
+        self.terminate(replica)
+        time.sleep(0.2)
+        replica.process.stop()
+
     def stop(self) -> None:
-        for replica in self.replicas:
-            if replica.process:
-                replica.process.stop()
+        """Every replica, at once."""
+        running = [r for r in self.replicas if r.process and r.process.popen.poll() is None]
+        for replica in running:
+            self.terminate(replica)
+        time.sleep(0.2)
+        for replica in running:
+            replica.process.stop()
 
     def logs(self) -> str:
         return "\n".join(f"--- {r.name}\n{r.process.tail(40)}" for r in self.replicas if r.process)

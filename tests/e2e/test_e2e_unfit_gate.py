@@ -28,7 +28,7 @@ def gating(cluster):
 def _restart(extender, args: tuple[str, ...]) -> None:
     extender.extra_args = args
     for replica in extender.replicas:
-        replica.process.stop()
+        extender.stop_replica(replica)
         extender.start(replica)
     extender.wait_leader()
 

@@ -185,12 +185,12 @@ class _NeverSyncing:
         pass
 
 
-def test_stopping_the_kube_parts_ends_the_restore_thread_of_a_cluster_never_synced():
+def test_stopping_the_kube_parts_ends_the_after_sync_thread_of_a_cluster_never_synced():
     parts = KubeParts(_NeverSyncing(), writer=None)
     state = types.SimpleNamespace(synced_once=False, gangs=None)
-    before = {t for t in threading.enumerate() if t.name == "restore-plans"}
+    before = {t for t in threading.enumerate() if t.name == "after-sync"}
     parts.start(state)
-    started = [t for t in threading.enumerate() if t.name == "restore-plans" and t not in before]
+    started = [t for t in threading.enumerate() if t.name == "after-sync" and t not in before]
     assert len(started) == 1
     parts.stop()
     started[0].join(30)

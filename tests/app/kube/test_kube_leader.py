@@ -162,3 +162,38 @@ def test_the_documented_failover_bound_is_the_one_that_follows_from_the_lease_se
     assert (low, high) == (13.0, 19.8)
     text = " ".join((paths.ROOT / "docs" / "service.md").read_text().split())
     assert f"between {low:g} and {high:g} s later" in text
+
+
+# --- hand-over (a leader sent SIGTERM: app/listeners.py) ----------------------------------------------------
+def test_a_leader_handing_over_serves_until_another_replica_holds_the_lease(fake_kube, elector):
+    a, b = elector("a"), elector("b")
+    a.start()
+    wait_until(a.is_leader, what="a leads")
+    b.start()
+    successor: list = []
+    handing = threading.Thread(target=lambda: successor.append(a.hand_over(timeout=TAKEOVER, interval=0.05)))
+    handing.start()
+    wait_until(lambda: not a.is_leader(), what="a stops leading at once")
+    assert a.serving()                     # ... but answers until b can
+    handing.join(TAKEOVER + 5)
+    assert successor == ["b"] and b.is_leader()
+    assert a.serving() and not a.is_leader()          # a fallback until it exits
+    assert lease(fake_kube)["spec"]["holderIdentity"] == "b"
+
+
+def test_a_standby_hands_nothing_over_and_stops_serving(fake_kube, elector):
+    a, b = elector("a"), elector("b")
+    a.start()
+    wait_until(a.is_leader, what="a leads")
+    b.start()
+    wait_until(lambda: b.attempts >= 2, what="b tries")
+    assert b.hand_over(timeout=TAKEOVER) is None
+    assert not b.serving() and a.is_leader()
+
+
+def test_a_hand_over_nobody_takes_ends_at_its_timeout(fake_kube, elector):
+    a = elector("a")
+    a.start()
+    wait_until(a.is_leader, what="a leads")
+    assert a.hand_over(timeout=0.5, interval=0.05) is None
+    assert not lease(fake_kube)["spec"]["holderIdentity"]          # released all the same
