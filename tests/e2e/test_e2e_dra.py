@@ -141,6 +141,23 @@ def test_gang_with_claim_templates_gets_one_node_per_pod_in_one_rack(cluster, ns
 
 
 @needs_dra_core
+def test_gang_with_four_gpu_claim_templates_two_pods_a_node_binds_on_the_first_plan(cluster, ns):
+    """8 pods, each with a claim of 4 GPUs from a template: two pods a node, in one rack. kube-scheduler
+    allocates each pod's claim before it binds the pod; the devices count once (the claim's, not also the
+    slot's), so the node's other slot keeps its place: no re-plan."""
+    ns.add_dra_nodes(RACKS)
+    ns.apply(dra.claim_template("four", count=4))
+    replans = replans_total(cluster)
+    ns.apply(templated_job("halves", 8, "four", topology(required="rack")))
+    bound = cluster.wait_bound(ns.name, 8, "job-name=halves", timeout=90)
+    assert len(distinct(cluster, bound, RACK)) == 1
+    assert_devices_on_own_nodes(cluster, ns.name, bound, 4)
+    plan = gang_plan(cluster, ns.name)
+    assert plan["summary"] == "8 pods x 4 gpu.nvidia.com", plan
+    assert_first_plan(cluster, plan, replans)
+
+
+@needs_dra_core
 @pytest.mark.parametrize("ask", ["extended-resource", "claim-template"])
 def test_free_devices_decide_the_rack(cluster, ns, ask):
     """Three of the four racks have one node whose 8 GPUs are taken (by pods the default scheduler placed,
