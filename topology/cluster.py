@@ -200,17 +200,22 @@ class Cluster:
                 self._hold_again(other)
             self.holders[key], self._held_by[pod] = pod, key
 
-    def _holding(self, key: str, node: int, request: np.ndarray) -> np.ndarray:
-        """What reservation `key` holds of `request` on `node`: all of it, or no DRA column while its pod's
-        claims are allocated (the whole request kept in `_asked`)."""
-        self._asked.pop(key, None)
-        pod = self.holders.get(key)
+    def holding(self, node: int, request: np.ndarray, pod: str | None) -> np.ndarray:
+        """What a reservation of `request` on `node` held by `pod` holds (what must be free for it): all of
+        it, or none of the node's DRA columns while a claim allocated to the pod names it (hold_for)."""
         columns = self.dra_columns[node]
         if pod is None or pod not in self._claimed or not request[columns].any():
             return request
-        self._asked[key] = request
         held = request.copy()
         held[columns] = 0
+        return held
+
+    def _holding(self, key: str, node: int, request: np.ndarray) -> np.ndarray:
+        """`holding` for reservation `key`; the whole request kept in `_asked` where it holds less."""
+        self._asked.pop(key, None)
+        held = self.holding(node, request, self.holders.get(key))
+        if held is not request:
+            self._asked[key] = request
         return held
 
     def _hold_again(self, key: str) -> None:

@@ -77,7 +77,7 @@ class GangBook:
             rules = PodPlacementRules.from_spec(plan.tree.pod_spec(state.slot.role))
             if rules.allows(cluster.nodes[node]) is not None:
                 return False
-            if np.any(cluster.free[node] < request):
+            if np.any(cluster.free[node] < cluster.holding(node, request, state.pod)):
                 return False
         cluster.reserve(reservation_key(plan.key, state.slot), node, request, _apart(plan), state.pod)
         state.reserved = True

@@ -39,8 +39,12 @@ def test_the_claim_allocated_for_a_reserved_pod_holds_its_devices_once():
     cluster = dra_cluster()
     two_held_slots(cluster)
     assert free(cluster) == 0
+    request = four_gpus(cluster)
+    assert cluster.holding(0, request, "research/p0") is request
     freed = cluster.claim_changed(None, allocated_for("p0", ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]))
     assert free(cluster) == 0                       # was -4: the slot's hold and the claim both
+    assert cluster.holding(0, request, "research/p0")[cluster.resources.column[GPU]] == 0   # what must be free
+    assert cluster.holding(0, request, "research/p1") is request
     assert free(cluster, "cpu") == cluster.capacity.allocatable[0, cluster.resources.column["cpu"]] - 2000
     assert freed == []
     cluster.claim_changed(None, allocated_for("p1", ["gpu-4", "gpu-5", "gpu-6", "gpu-7"]))
