@@ -63,7 +63,8 @@ class _StateCollector:
             reservations = self.state.plans.reservation_count()
             nodes = len(self.state.cluster.nodes)
             whole_free, largest = self.fragmentation.get(self.state)
-            class_errors = dict(self.state.cluster.devices.errors)
+            devices = self.state.cluster.devices
+            class_errors = {name: devices.failure(name) for name in devices.errors}
         gangs = GaugeMetricFamily("tas_extender_gangs", "Gangs known to the service, by status", labels=["status"])
         for status, count in sorted(counts.items()):
             gangs.add_metric([status], count)
@@ -85,7 +86,8 @@ class _StateCollector:
         yield fits
         skipped = GaugeMetricFamily("tas_extender_dra_class_errors",
                                     "DeviceClasses skipped because a CEL selector fails to compile or evaluate "
-                                    "(GET /debug/dra names the error)", labels=["deviceclass"])
-        for name in sorted(class_errors):
-            skipped.add_metric([name], 1)
+                                    "(failed: cel-compile or cel-evaluation; GET /debug/dra names the error)",
+                                    labels=["deviceclass", "failed"])
+        for name, failed in sorted(class_errors.items()):
+            skipped.add_metric([name, failed], 1)
         yield skipped

@@ -1,13 +1,14 @@
 """The cluster model: nodes, capacity matrices, topology trees, bound pods and plan reservations."""
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .capacity import Capacity
-from .dra import DeviceModel, allocated_devices
+from .dra import DeviceModel, allocated_devices, claim_consumers
 from .nodes import NodeInfo, PodPlacementRules
 from .objects import ClusterObjects
 from .resources import BASE_RESOURCES, ResourceIndex, pod_requests
@@ -99,7 +100,15 @@ class Cluster:
         self.topology_objects = list(topology_objects)
         self.topologies = build_trees(self.topology_objects, self.nodes)
         self.pods: dict[str, Usage] = {}
-        self.reservations: dict[str, Usage] = {}
+        self.reservations: dict[str, Usage] = {}      # what each holds of its node (see hold_for)
+        # A reservation's pod (hold_for) and back. kube-scheduler allocates a pod's claims (the one it makes
+        # for a DRA-backed extended resource, those of its templates) before it binds the pod: from then on
+        # the claims count its devices, so its reservation holds no DRA columns (never the devices twice).
+        self.holders: dict[str, str] = {}
+        self._held_by: dict[str, str] = {}
+        self._asked: dict[str, np.ndarray] = {}       # reservation key -> its whole request, where it holds less
+        self._claimed: Counter[str] = Counter(pod for claim in self.devices.claims.values()
+                                              for pod in claim_consumers(claim))
         # Pod or reservation key -> its gang, for the pods an exclusive gang must not share a domain with
         # (other LeaderWorkerSet groups, other exclusive gangs); which pods those are is the caller's call.
         self.apart: dict[str, str] = {}
@@ -124,6 +133,26 @@ class Cluster:
             used = self.resources.vector({name: total[name] - free.get(name, 0) for name in total})
             self.capacity.use(i, used - self.dra_used[i])
             self.dra_used[i] = used
+
+    def claim_changed(self, before: Mapping | None, after: Mapping | None) -> list[int]:
+        """A ResourceClaim changed (None: absent before / deleted): the model's devices follow, the nodes of
+        its pools are counted again, and the reservations of the pods it is reserved for hold their devices
+        or not (hold_for). The nodes where room was freed."""
+        touched = {self.node_index[n] for n in self.devices.apply_claim(before, after) if n in self.node_index}
+        pods = set()
+        for claim, sign in ((before, -1), (after, 1)):
+            for pod in claim_consumers(claim) if claim is not None else ():
+                self._claimed[pod] += sign
+                if self._claimed[pod] <= 0:
+                    del self._claimed[pod]
+                pods.add(pod)
+        holds = [self._held_by[pod] for pod in pods if pod in self._held_by]
+        nodes = sorted(touched | {self.reservations[k].node for k in holds if k in self.reservations})
+        free_before = self.capacity.free[nodes].copy()
+        self.claims_changed(touched)
+        for key in holds:
+            self._hold_again(key)
+        return [i for i, grew in zip(nodes, (self.capacity.free[nodes] > free_before).any(axis=1)) if grew]
 
     @classmethod
     def from_objects(cls, objects: ClusterObjects) -> "Cluster":
@@ -271,13 +300,62 @@ class Cluster:
             self.capacity.use(usage.node, usage.request, sign=-1)
 
     # --- reservations held by plans -----------------------------------------------------------------
-    def reserve(self, key: str, node: int, request: np.ndarray, apart: str | None = None) -> None:
-        """Hold `request` on `node` for `key`; `apart`: the gang, when exclusive gangs keep away from it."""
+    def reserve(self, key: str, node: int, request: np.ndarray, apart: str | None = None,
+                pod: str | None = None) -> None:
+        """Hold `request` on `node` for `key`; `apart`: the gang, when exclusive gangs keep away from it;
+        `pod`: the pod that holds it (hold_for)."""
         self.release(key)
-        usage = self.reservations[key] = Usage(node, np.asarray(request, dtype=np.int64))
+        if pod is not None:
+            self._set_holder(key, pod)
+        usage = self.reservations[key] = Usage(node, self._holding(key, node, np.asarray(request, dtype=np.int64)))
         self.capacity.reserve(node, usage.request)
         if apart is not None:
             self.apart[key] = apart
+
+    def hold_for(self, key: str, pod: str | None) -> None:
+        """The pod (namespace/name; None: none now) that holds reservation `key`. While some claim allocated
+        to it names it in `status.reservedFor`, the reservation holds none of its node's DRA columns: the
+        claim's devices are counted as used already, until the pod is bound and its reservation released."""
+        self._set_holder(key, pod)
+        self._hold_again(key)
+
+    def _set_holder(self, key: str, pod: str | None) -> None:
+        old = self.holders.pop(key, None)
+        if old is not None and self._held_by.get(old) == key:
+            del self._held_by[old]
+        if pod is not None:
+            other = self._held_by.get(pod)
+            if other is not None and other != key:
+                self.holders.pop(other, None)
+                self._hold_again(other)
+            self.holders[key], self._held_by[pod] = pod, key
+
+    def holding(self, node: int, request: np.ndarray, pod: str | None) -> np.ndarray:
+        """What a reservation of `request` on `node` held by `pod` holds (what must be free for it): all of
+        it, or none of the node's DRA columns while a claim allocated to the pod names it (hold_for)."""
+        columns = self.dra_columns[node]
+        if pod is None or pod not in self._claimed or not request[columns].any():
+            return request
+        held = request.copy()
+        held[columns] = 0
+        return held
+
+    def _holding(self, key: str, node: int, request: np.ndarray) -> np.ndarray:
+        """`holding` for reservation `key`; the whole request kept in `_asked` where it holds less."""
+        self._asked.pop(key, None)
+        held = self.holding(node, request, self.holders.get(key))
+        if held is not request:
+            self._asked[key] = request
+        return held
+
+    def _hold_again(self, key: str) -> None:
+        usage = self.reservations.get(key)
+        if usage is None:
+            return
+        held = self._holding(key, usage.node, self._asked.get(key, usage.request))
+        if not np.array_equal(held, usage.request):
+            self.capacity.reserve(usage.node, held - usage.request)
+            self.reservations[key] = Usage(usage.node, held)
 
     def reserve_many(self, keys: list[str], nodes: np.ndarray, requests: np.ndarray, apart: str | None = None) -> None:
         """`reserve` for many keys at once (rows of `requests`); one array update for all of them."""
@@ -292,6 +370,8 @@ class Cluster:
 
     def release(self, key: str) -> None:
         self.apart.pop(key, None)
+        self._set_holder(key, None)
+        self._asked.pop(key, None)
         usage = self.reservations.pop(key, None)
         if usage is not None:
             self.capacity.reserve(usage.node, usage.request, sign=-1)

@@ -228,6 +228,17 @@ def allocated_devices(claims: Iterable[Mapping]) -> dict[tuple[str, str, str], s
     return used
 
 
+def claim_consumers(claim: Mapping) -> set[str]:
+    """The pods (namespace/name) an allocated claim is reserved for (`status.reservedFor`, resource pods):
+    kube-scheduler writes them with the allocation, before it binds the pod. Empty while unallocated."""
+    status = claim.get("status") or {}
+    if not ((status.get("allocation") or {}).get("devices") or {}).get("results"):
+        return set()
+    namespace = (claim.get("metadata") or {}).get("namespace") or "default"
+    return {f"{namespace}/{c.get('name')}" for c in status.get("reservedFor") or []
+            if (c or {}).get("resource") == "pods" and not c.get("apiGroup") and c.get("name")}
+
+
 WAITS_FOR = "waits for "      # a refusal that an object yet to be created lifts: not "can never fit"
 
 
@@ -463,3 +474,11 @@ class DeviceModel:
             if pool is not None:
                 nodes |= set(self.node_names) if pool.all_nodes else set(pool.nodes)
         return nodes
+
+    def failure(self, device_class: str) -> str | None:
+        """How a skipped class failed: "cel-compile" (a selector does not compile) or "cel-evaluation" (it
+        compiled, and failed on a device); None for a class that counts."""
+        if device_class not in self.errors:
+            return None
+        info = self.classes.get(device_class)
+        return "cel-compile" if info is not None and info.error else "cel-evaluation"

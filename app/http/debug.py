@@ -189,6 +189,7 @@ def dra(request: Request) -> dict:
             classes[name] = {
                 "extendedResourceName": devices.classes[name].extended_resource,
                 "error": devices.errors.get(name),
+                "failed": devices.failure(name),
                 "devices": int(cluster.capacity.allocatable[:, column].sum()) if column is not None else 0,
                 "free": int(cluster.capacity.free[:, column].clip(0).sum()) if column is not None else 0}
         return {"classes": classes, "pools": len(devices.pools), "allocatedDevices": len(devices.allocated),

@@ -383,13 +383,13 @@ class GangScheduler:
             return held.slot
         own = plan.slots.get(ident.slot)
         if own is not None and self._is_free(own):
-            return self.state.book.take(own, key)
+            return self.state.book.take(plan, own, key)
         interchangeable = plan.tree.kind == "PodGroup" or ident.slot.index < 0 or own is None
         if not interchangeable:
             return None                  # its numbered slot is held by another pod (the old one lingers)
         for slot_state in sorted(plan.slots.values(), key=lambda s: s.slot):
             if slot_state.slot.role == ident.slot.role and self._is_free(slot_state):
-                return self.state.book.take(slot_state, key)
+                return self.state.book.take(plan, slot_state, key)
         return None
 
     def _is_free(self, slot_state: SlotState) -> bool:

@@ -77,9 +77,9 @@ class GangBook:
             rules = PodPlacementRules.from_spec(plan.tree.pod_spec(state.slot.role))
             if rules.allows(cluster.nodes[node]) is not None:
                 return False
-            if np.any(cluster.free[node] < request):
+            if np.any(cluster.free[node] < cluster.holding(node, request, state.pod)):
                 return False
-        cluster.reserve(reservation_key(plan.key, state.slot), node, request, _apart(plan))
+        cluster.reserve(reservation_key(plan.key, state.slot), node, request, _apart(plan), state.pod)
         state.reserved = True
         return True
 
@@ -236,11 +236,14 @@ class GangBook:
         plan.note(text)
 
     # --- slots the engine moves -----------------------------------------------------------------------
-    def take(self, state: SlotState, pod: str) -> Slot:
-        """The pod holds the slot now. A finished slot (its pod Succeeded, then was deleted) is live again
-        and unplaced: its old node may lie outside the domains the gang has moved to since, so it is placed
-        again beside the gang's other pods."""
+    def take(self, plan: GangPlan, state: SlotState, pod: str) -> Slot:
+        """The pod holds the slot now (and its reservation: the devices its claims get, once allocated,
+        are not held twice; Cluster.hold_for). A finished slot (its pod Succeeded, then was deleted) is
+        live again and unplaced: its old node may lie outside the domains the gang has moved to since, so
+        it is placed again beside the gang's other pods."""
         state.pod = pod
+        if state.reserved:
+            self._model().hold_for(reservation_key(plan.key, state.slot), pod)
         if state.status == DONE:
             state.status, state.node = UNPLACED, None
         return state.slot
@@ -321,6 +324,8 @@ class GangBook:
             state = plan.slot_of_pod(key)
             if state is not None and state.status != BOUND:
                 state.pod = None
+                if state.reserved:
+                    self._model().hold_for(reservation_key(plan.key, state.slot), None)
                 plan.note(f"pod {key} of slot {state.slot} was deleted before binding; the slot waits "
                           f"for a replacement")
 

@@ -216,13 +216,8 @@ class ServiceState:
         if self._dirty or not self.synced_once:
             self._dirty = True
             return
-        cluster = self._cluster
-        touched = [cluster.node_index[n] for n in cluster.devices.apply_claim(before, after) if n in cluster.node_index]
-        before_free = cluster.capacity.free[touched].copy()
-        cluster.claims_changed(touched)
-        for i, row in zip(touched, cluster.capacity.free[touched] > before_free):
-            if row.any():
-                self.changes.note_freed(i)
+        for i in self._cluster.claim_changed(before, after):
+            self.changes.note_freed(i)
 
     def _devices(self, nodes: Sequence[NodeInfo]) -> DeviceModel:
         return DeviceModel(self.objects.list("DeviceClass", DRA_GROUP), self.objects.list("ResourceSlice", DRA_GROUP),

@@ -49,7 +49,7 @@ def test_a_device_class_with_a_broken_expression_is_shown_and_counted_and_nothin
     dra = client.get("/debug/dra").json()
     assert "does not compile" in dra["classes"]["broken"]["error"]
     assert dra["classes"]["gpu.nvidia.com"]["devices"] == 128
-    assert 'tas_extender_dra_class_errors{deviceclass="broken"} 1.0' in client.get("/metrics").text
+    assert 'tas_extender_dra_class_errors{deviceclass="broken",failed="cel-compile"} 1.0' in client.get("/metrics").text
     assert len(filter_(client, job_pods(job)[0])["NodeNames"]) == 1
 
 
