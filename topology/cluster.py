@@ -8,6 +8,7 @@ import numpy as np
 
 from .capacity import Capacity
 from .dra import DeviceModel
+from .dra_requests import ClaimDemand, Links, RequestColumns
 from .nodes import NodeInfo, PodPlacementRules
 from .objects import ClusterObjects
 from .resources import BASE_RESOURCES, ResourceIndex, pod_requests
@@ -43,7 +44,9 @@ class Cluster:
         self.node_index = {node.name: i for i, node in enumerate(self.nodes)}
         self.node_names = [node.name for node in self.nodes]
         self.devices = devices or DeviceModel()
-        dra_total = [self._dra_columns(node, self.devices.counts(node.name)) for node in self.nodes]
+        self.request_columns = RequestColumns(self.devices)
+        self.claim_demand = ClaimDemand(self.devices, self.request_columns)
+        dra_total = [self._dra_columns(node, self._device_counts(node.name)) for node in self.nodes]
         self.resources = ResourceIndex([name for node in self.nodes for name in node.allocatable]
                                        + [name for counts in dra_total for name in counts])
         allocatable = np.zeros((len(self.nodes), len(self.resources)), dtype=np.int64)
@@ -57,6 +60,7 @@ class Cluster:
         for i, counts in enumerate(dra_total):
             self.dra_columns[i, [self.resources.column[name] for name in counts]] = True
         self.dra_used = np.zeros_like(allocatable)
+        self.links = self._links(dra_total)
         if self.devices.allocated:
             self.claims_changed(range(len(self.nodes)))
         self.topology_objects = list(topology_objects)
@@ -77,12 +81,40 @@ class Cluster:
                 columns[resource] = columns.get(resource, 0) + counts[name]
         return columns
 
+    def _device_counts(self, node: str, allocated: Mapping | None = None) -> dict[str, int]:
+        """Per class, selector and group column (topology/dra_requests.py): the node's devices (with
+        `allocated`: those still free)."""
+        return self.devices.counts(node, allocated) | self.request_columns.counts(node, allocated)
+
+    def _links(self, dra_total: list[dict[str, int]]) -> Links:
+        """A class column and the extended resource it serves on a node count the same devices there:
+        using or reserving either lowers both (one pool, not two)."""
+        pairs = []
+        for name, resource in self.devices.extended_resources().items():
+            if name not in self.resources.column or resource not in self.resources.column:
+                continue
+            mask = np.fromiter((name in counts and resource not in node.allocatable
+                                for node, counts in zip(self.nodes, dra_total)), dtype=bool, count=len(self.nodes))
+            if mask.any():
+                pairs.append((self.resources.column[name], self.resources.column[resource], mask))
+        return Links(tuple(pairs))
+
+    def linked(self, nodes, rows: np.ndarray) -> np.ndarray:
+        """What rows used on these nodes take from each column (`Links.apply`: one pool of devices)."""
+        return self.links.apply(nodes, rows)
+
+    def claim_columns_missing(self, claim: Mapping | None) -> bool:
+        """Whether an unallocated claim asks a selector or group column this model lacks (a new model counts it)."""
+        if claim is None or ((claim.get("status") or {}).get("allocation")):
+            return False
+        return not self.request_columns.knows(claim.get("spec") or {})
+
     def claims_changed(self, nodes: Iterable[int]) -> None:
         """Apply the model's allocated devices to these nodes' DRA columns (after a claim event)."""
         for i in nodes:
             node = self.nodes[i]
-            total = self._dra_columns(node, self.devices.counts(node.name))
-            free = self._dra_columns(node, self.devices.counts(node.name, self.devices.allocated))
+            total = self._dra_columns(node, self._device_counts(node.name))
+            free = self._dra_columns(node, self._device_counts(node.name, self.devices.allocated))
             used = self.resources.vector({name: total[name] - free.get(name, 0) for name in total})
             self.capacity.use(i, used - self.dra_used[i])
             self.dra_used[i] = used
@@ -104,9 +136,13 @@ class Cluster:
         `spec.resourceClaims` ask from their ResourceClaimTemplates, one column per DeviceClass. The one
         place a pod to plan becomes amounts; a bound pod's devices are its allocated claims' instead."""
         amounts = pod_requests(spec)
-        for device_class, count in self.devices.claim_demand(spec, namespace).items():
-            amounts[device_class] = amounts.get(device_class, 0) + count
+        for column, count in self.claim_demand.demand(spec, namespace).items():
+            amounts[column] = amounts.get(column, 0) + count
         return amounts
+
+    def claim_problems(self, spec: Mapping, namespace: str) -> list[str]:
+        """Why a pod's claims can be allocated on no node (topology/dra_requests.py ClaimDemand.problems)."""
+        return self.claim_demand.problems(spec, namespace)
 
     def claim_nodes(self, spec: Mapping, namespace: str) -> np.ndarray | None:
         """Nodes where the allocated claims a pod names may be used (None: it names none)."""
@@ -144,7 +180,7 @@ class Cluster:
     def reserve(self, key: str, node: int, request: np.ndarray, apart: str | None = None) -> None:
         """Hold `request` on `node` for `key`; `apart`: the gang, when exclusive gangs keep away from it."""
         self.release(key)
-        usage = self.reservations[key] = Usage(node, np.asarray(request, dtype=np.int64))
+        usage = self.reservations[key] = Usage(node, self.linked(node, np.asarray(request, dtype=np.int64)))
         self.capacity.reserve(node, usage.request)
         if apart is not None:
             self.apart[key] = apart
@@ -153,7 +189,7 @@ class Cluster:
         """`reserve` for many keys at once (rows of `requests`); one array update for all of them."""
         for key in keys:
             self.release(key)
-        requests = np.asarray(requests, dtype=np.int64)
+        requests = self.linked(nodes, np.asarray(requests, dtype=np.int64))
         for key, node, request in zip(keys, nodes.tolist(), requests):
             self.reservations[key] = Usage(node, request)
         self.capacity.reserve_many(nodes, requests)

@@ -146,7 +146,8 @@ def _plan_once(inp: PlanInput, scope: tuple[int, int] | None, exact: bool) -> Pl
                      else inp.usable.get(role, np.ones(len(inp.node_names), dtype=bool)))
               for role in inp.requests}
     root, table = _analysed(inp, layout)
-    state = State(layout, inp.free, inp.requests, usable, len(table.slots), inp.per_node, inp.one_per_domain)
+    state = State(layout, inp.free, inp.requests, usable, len(table.slots), inp.per_node, inp.one_per_domain,
+                  links=inp.links)
     for slot_id, node in table.bound.items():
         state.add_bound(slot_id, node, table.slots[slot_id].role)
     policy = policy_named(inp.tree.strategy or inp.strategy)

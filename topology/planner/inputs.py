@@ -56,7 +56,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
             allowed, reason = restricted[role]
             _count(excluded, reason, int((mask & ~allowed).sum()))
             mask = mask & allowed
-        problems = cluster.devices.claim_problems(spec, tree.namespace)
+        problems = cluster.claim_problems(spec, tree.namespace)
         if problems:
             unplaceable[role] = "; ".join(problems)
             mask = possible[role] = np.zeros(node_count, dtype=bool)
@@ -76,6 +76,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
         requests=requests, usable=usable, bound=dict(bound or {}), strategy=strategy,
         occupied=occupied_masks(topology, occupied_nodes), excluded=excluded, unplaceable=unplaceable,
         allocatable=cluster.capacity.allocatable, possible=possible, per_node=dict(per_node or {}),
+        links=cluster.links,
         one_per_domain={role: topology.level_index(level) for role, level in (one_per_domain or {}).items()
                         if topology is not None},
         explain=explain)

@@ -15,8 +15,9 @@ FIT_CAP = 1 << 30          # a role requesting nothing fits "unboundedly"; keep 
 class State:
     def __init__(self, layout: Layout, free: np.ndarray, requests: Mapping[str, np.ndarray],
                  usable: Mapping[str, np.ndarray], slot_count: int = 0, per_node: Mapping[str, int] | None = None,
-                 one_per_domain: Mapping[str, int] | None = None):
+                 one_per_domain: Mapping[str, int] | None = None, links=()):
         self.layout = layout
+        self.links = links                   # Links (topology/dra_requests.py): columns one placement lowers together
         self.per_node = dict(per_node or {})                          # role -> most of its pods on one node
         self.limited = np.zeros(layout.node_count, dtype=np.int64)   # pods of those roles per node
         # role -> (level, pods of the role per domain of that level): one pod per domain
@@ -141,7 +142,10 @@ class State:
         self._log.append(("unplace", role, ids, nodes))
 
     def _apply(self, role: str, nodes: np.ndarray, pods: np.ndarray, sign: int) -> None:
-        self.free[nodes] -= sign * pods[:, None] * self.request[role][None, :]
+        taken = pods[:, None] * self.request[role][None, :]
+        if self.links:
+            taken = self.links.apply(nodes, taken)
+        self.free[nodes] -= sign * taken
         self.gang[nodes] += sign * pods
         if role in self.per_node:
             self.limited[nodes] += sign * pods
