@@ -8,7 +8,7 @@ import numpy as np
 
 from .capacity import Capacity
 from .dra import DeviceModel
-from .dra_requests import ClaimDemand, Links, RequestColumns
+from .dra_requests import ClaimDemand, Links, RequestColumns, SharedClaim, shared_claims
 from .nodes import NodeInfo, PodPlacementRules
 from .objects import ClusterObjects
 from .resources import BASE_RESOURCES, ResourceIndex, pod_requests
@@ -143,6 +143,11 @@ class Cluster:
     def claim_problems(self, spec: Mapping, namespace: str) -> list[str]:
         """Why a pod's claims can be allocated on no node (topology/dra_requests.py ClaimDemand.problems)."""
         return self.claim_demand.problems(spec, namespace)
+
+    def shared_claims(self, namespace: str, roles: Mapping[str, tuple[Mapping, int]]) -> list[SharedClaim]:
+        """The unallocated ResourceClaims that pods of these roles (role -> (pod spec, pods)) name: each is
+        allocated once for all its pods, so the plan counts it once (topology/dra_requests.py)."""
+        return shared_claims(self.devices, self.resources, namespace, roles, self.claim_demand.largest)
 
     def claim_nodes(self, spec: Mapping, namespace: str) -> np.ndarray | None:
         """Nodes where the allocated claims a pod names may be used (None: it names none)."""

@@ -237,6 +237,18 @@ def _pod_claim_specs(model: DeviceModel, spec: Mapping, namespace: str):
         yield entry.get("name"), f"ResourceClaimTemplate {name}", name, claim_spec
 
 
+def _allocated(claim: Mapping) -> bool:
+    return bool((claim.get("status") or {}).get("allocation"))
+
+
+def named_claims(model: DeviceModel, spec: Mapping, namespace: str):
+    """(claim entry name, claim name, the ResourceClaim or None) per `resourceClaimName` of a pod."""
+    for entry in spec.get("resourceClaims") or []:
+        name = (entry or {}).get("resourceClaimName")
+        if name:
+            yield entry.get("name"), name, model.claims.get(f"{namespace}/{name}")
+
+
 def claim_spec_demand(claim_spec: Mapping, largest) -> dict[str, int]:
     """Column -> what one claim asks: per request its class (and its selector column), per constraint one
     of its group column. `largest(column)`: the most one node has (what `allocationMode: All` asks)."""
@@ -274,14 +286,20 @@ class ClaimDemand:
         return demand
 
     def problems(self, spec: Mapping, namespace: str) -> list[str]:
-        """Why a pod's template claims can be allocated on no node (naming the claim, the request and the
-        class); last, a missing template (starting with WAITS_FOR: it may yet be created)."""
+        """Why a pod's template claims, and the unallocated claims it names, can be allocated on no node
+        (naming the claim, the request and the class); last, a missing template or claim (starting with
+        WAITS_FOR: it may yet be created, as kube-scheduler waits for it)."""
         problems, waiting = [], []
         for claim, what, name, claim_spec in _pod_claim_specs(self.model, spec, namespace):
             if claim_spec is None:
                 waiting.append(f"{WAITS_FOR}{what.split()[0]} {namespace}/{name} of claim {claim}, which does not exist")
                 continue
             problems += self.spec_problems(f"claim {claim} ({what})", claim_spec)
+        for entry, name, claim in named_claims(self.model, spec, namespace):
+            if claim is None:
+                waiting.append(f"{WAITS_FOR}ResourceClaim {namespace}/{name} of claim {entry}, which does not exist")
+            elif not _allocated(claim):
+                problems += self.spec_problems(f"claim {entry} (ResourceClaim {name})", claim.get("spec") or {})
         return problems + waiting
 
     def spec_problems(self, where: str, claim_spec: Mapping) -> list[str]:
@@ -340,3 +358,46 @@ class Links:
                 rows[on, a] = both
                 rows[on, b] = both
         return rows[0] if single else rows
+
+
+# --- an unallocated claim several pods name ---------------------------------------------------------------
+
+RESERVED_FOR_MAX = 256          # pods one ResourceClaim can be reserved for (ResourceClaimReservedForMaxSize)
+
+
+@dataclass
+class SharedClaim:
+    """An unallocated ResourceClaim the pods of a gang name (`resourceClaimName`): allocated once, by
+    kube-scheduler while it schedules the first of them, on one node (its devices are node-local); every
+    other pod naming it then goes where it is allocated. So the plan counts its devices once, on one node,
+    and puts all its pods there."""
+    claim: str                       # namespace/name
+    roles: dict[str, int]            # role -> its pods that name the claim
+    demand: np.ndarray               # a row: what allocating it takes
+    where: str                       # "claim <entry> (ResourceClaim <name>)" for refusals
+    asks: str                        # "request gpus asks 8 of DeviceClass gpu.nvidia.com", for refusals
+
+    @property
+    def pods(self) -> int:
+        return sum(self.roles.values())
+
+
+def shared_claims(model: DeviceModel, resources, namespace: str, roles: Mapping[str, tuple[Mapping, int]],
+                  largest) -> list[SharedClaim]:
+    """The unallocated claims that `roles` (role -> (pod spec, pods)) name, each with the pods naming it."""
+    found: dict[str, SharedClaim] = {}
+    for role, (spec, pods) in roles.items():
+        for entry, name, claim in named_claims(model, spec, namespace):
+            if claim is None or _allocated(claim):
+                continue
+            key = f"{namespace}/{name}"
+            shared = found.get(key)
+            if shared is None:
+                claim_spec = claim.get("spec") or {}
+                asks = claim_asks(claim_spec)
+                text = "; ".join(f"request {a.request} asks {a.count if not a.all else 'all'} of DeviceClass "
+                                 f"{a.device_class}" for a in asks) or "no request"
+                shared = found[key] = SharedClaim(key, {}, resources.vector(claim_spec_demand(claim_spec, largest)),
+                                                  f"claim {entry} (ResourceClaim {name})", text)
+            shared.roles[role] = shared.roles.get(role, 0) + pods
+    return list(found.values())

@@ -210,6 +210,9 @@ class ServiceState:
             self._dirty = True
             return
         cluster = self._cluster
+        if cluster.claim_columns_missing(after):
+            self._stale()                   # an unallocated claim asking selectors or constraints not counted yet
+            return
         touched = [cluster.node_index[n] for n in cluster.devices.apply_claim(before, after) if n in cluster.node_index]
         before_free = cluster.capacity.free[touched].copy()
         cluster.claims_changed(touched)

@@ -98,3 +98,160 @@ def test_an_allocated_claim_lowers_both_columns():
     cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS,
                          dra_claim("c", "research", "node-01", ["gpu-0", "gpu-1"]))
     assert (free(cluster, "node-01", CLASS), free(cluster, "node-01", GPU)) == (6, 6)
+
+
+# --- 2. a request's own selectors ---------------------------------------------------------------------------
+
+FIRST_TWO = "device.attributes['gpu.nvidia.com'].index < 2"
+
+
+def test_a_request_with_selectors_counts_only_matching_devices():
+    cluster = cluster_of(dra(1), dra(2), dra_slice("node-01"), dra_slice("node-02"), DRA_GPU_CLASS,
+                         template("two", exactly(2, FIRST_TWO)))
+    demand = cluster.pod_demand(claiming("two"), "research")
+    column = f"{CLASS}[{FIRST_TWO}]"
+    assert demand[CLASS] == 2 and demand[column] == 2
+    assert free(cluster, "node-01", column) == 2
+    plan = plan_for(cluster, gang_of({"w": (2, claiming("two"))}))
+    assert plan.placed and sorted(plan.slots.values()) == [0, 1]        # 8 GPUs a node, but 2 that match
+
+
+def test_an_allocated_matching_device_is_not_free_for_the_selector_column():
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, template("two", exactly(2, FIRST_TWO)),
+                         dra_claim("c", "research", "node-01", ["gpu-1"]))
+    assert free(cluster, "node-01", f"{CLASS}[{FIRST_TWO}]") == 1
+    assert free(cluster, "node-01", CLASS) == 7
+
+
+def test_selectors_no_device_satisfies_refuse_naming_claim_request_and_class():
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, template("three", exactly(3, FIRST_TWO)))
+    plan = plan_for(cluster, gang_of({"w": (1, claiming("three"))}))
+    assert not plan.placed and plan.details["never_fits"]
+    assert ("claim c0 (ResourceClaimTemplate three) request r0 asks 3 of DeviceClass gpu.nvidia.com: no node has 3 "
+            "devices of the class matching the request's selectors (at most 2)") in plan.reason
+
+
+def test_first_available_and_v1beta1_request_selectors_count_too():
+    alternative = {"firstAvailable": [{"name": "a", "deviceClassName": CLASS, "count": 1,
+                                       "selectors": [{"cel": {"expression": FIRST_TWO}}]}]}
+    beta = {"deviceClassName": CLASS, "count": 1, "selectors": [{"cel": {"expression": FIRST_TWO}}]}
+    beta_template = template("beta", beta) | {"apiVersion": "resource.k8s.io/v1beta1"}
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, template("alt", alternative), beta_template)
+    column = f"{CLASS}[{FIRST_TWO}]"
+    assert cluster.pod_demand(claiming("alt"), "research")[column] == 1
+    assert cluster.pod_demand(claiming("beta"), "research")[column] == 1
+    assert free(cluster, "node-01", column) == 2
+
+
+def test_a_request_selector_that_does_not_compile_refuses_the_claim_and_nothing_else():
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, template("bad", exactly(1, "device.(")),
+                         template("t8", exactly(8)))
+    problems = cluster.claim_problems(claiming("bad"), "research")
+    assert len(problems) == 1 and problems[0].startswith(
+        "claim c0 (ResourceClaimTemplate bad) request r0 asks 1 of DeviceClass gpu.nvidia.com: its selectors are "
+        "skipped (selectors[0].cel.expression does not compile")
+    assert cluster.claim_problems(claiming("t8"), "research") == []
+    assert free(cluster, "node-01", GPU) == 8
+
+
+# --- 3. claim constraints with matchAttribute -----------------------------------------------------------------
+
+PCIE = "resource.kubernetes.io/pcieRoot"
+
+
+def same_root(count):
+    return template(f"root{count}", exactly(count), constraints=[{"matchAttribute": PCIE}])
+
+
+def test_match_attribute_counts_claims_whose_devices_share_one_value():
+    # the demo's GPUs 0-3 sit on one PCIe root, 4-7 on another
+    cluster = cluster_of(dra(1), dra(2), dra_slice("node-01"), dra_slice("node-02"), DRA_GPU_CLASS, same_root(4),
+                         dra_claim("c", "research", "node-01", ["gpu-0", "gpu-4"]))
+    column = f"claims[4 {CLASS}; same {PCIE}]"
+    assert cluster.pod_demand(claiming("root4"), "research")[column] == 1
+    assert (free(cluster, "node-01", column), free(cluster, "node-02", column)) == (0, 2)
+    assert free(cluster, "node-01", CLASS) == 6                   # 6 free GPUs, but 3 and 3 per root
+    plan = plan_for(cluster, gang_of({"w": (1, claiming("root4"))}))
+    assert plan.placed and list(plan.slots.values()) == [1]
+
+
+def test_match_attribute_no_node_can_serve_can_never_fit_naming_the_claim():
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, same_root(5))
+    plan = plan_for(cluster, gang_of({"w": (1, claiming("root5"))}))
+    assert not plan.placed and plan.details["never_fits"]
+    assert ("claim c0 (ResourceClaimTemplate root5) constraint matchAttribute resource.kubernetes.io/pcieRoot: no "
+            "node has 5 of DeviceClass gpu.nvidia.com sharing one value of resource.kubernetes.io/pcieRoot") in plan.reason
+
+
+def test_match_attribute_across_requests_of_two_classes():
+    nic_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "nic"},
+                 "spec": {"selectors": [{"cel": {"expression": "device.driver == 'nic.example.com'"}}]}}
+    nics = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "node-01-nic"},
+            "spec": {"driver": "nic.example.com", "nodeName": "node-01",
+                     "pool": {"name": "node-01-nic", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "nic-0", "attributes": {PCIE: {"string": "pci0000:00"}}}]}}
+    pair = template("pair", exactly(2), exactly(1, device_class="nic"), constraints=[{"matchAttribute": PCIE}])
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, nic_class, nics, pair)
+    assert free(cluster, "node-01", f"claims[2 {CLASS} + 1 nic; same {PCIE}]") == 1
+
+
+# --- 4. an unallocated claim several pods of a gang name -------------------------------------------------------
+
+def unallocated(name, *requests, namespace="research"):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"claim-{name}"},
+            "spec": {"devices": {"requests": [{"name": f"r{i}", **r} for i, r in enumerate(requests)]}}}
+
+
+def naming(claim, cpu="1"):
+    return {"containers": [{"name": "main", "resources": {"requests": {"cpu": cpu}}}],
+            "resourceClaims": [{"name": "gpus", "resourceClaimName": claim}]}
+
+
+def test_a_shared_unallocated_claim_is_counted_once_and_its_pods_share_one_node():
+    cluster = cluster_of(dra(1), dra(2), dra_slice("node-01"), dra_slice("node-02"), DRA_GPU_CLASS,
+                         unallocated("shared", exactly(8)),
+                         dra_claim("c", "research", "node-01", ["gpu-0", "gpu-1"]))
+    assert CLASS not in cluster.pod_demand(naming("shared"), "research")       # not 8 per pod
+    plan = plan_for(cluster, gang_of({"w": (4, naming("shared"))}))
+    assert plan.placed
+    assert set(plan.slots.values()) == {1}                      # node-01 has 6 free: the claim goes to node-02
+    assert plan.details["claims"] == {"research/shared": "node-02"}
+
+
+def test_a_shared_claim_whose_devices_no_node_has_free_is_refused_naming_it_but_may_fit_later():
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, unallocated("shared", exactly(8)),
+                         dra_claim("c", "research", "node-01", ["gpu-0"]))
+    plan = plan_for(cluster, gang_of({"w": (2, naming("shared"))}))
+    assert not plan.placed and not plan.details["never_fits"]
+    assert plan.reason == ("claim gpus (ResourceClaim shared) request r0 asks 8 of DeviceClass gpu.nvidia.com, "
+                           "for 2 pods that share it: no node has its devices free")
+
+
+def test_a_shared_claim_no_node_could_ever_serve_can_never_fit():
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, unallocated("big", exactly(9)))
+    plan = plan_for(cluster, gang_of({"w": (2, naming("big"))}))
+    assert not plan.placed and plan.details["never_fits"]
+    assert ("claim gpus (ResourceClaim big) request r0 asks 9 of DeviceClass gpu.nvidia.com: no node has 9 "
+            "matching devices (at most 8)") in plan.reason
+
+
+def test_pods_of_a_shared_claim_that_do_not_fit_on_one_node_are_refused():
+    cluster = cluster_of(dra(1), dra(2), dra_slice("node-01"), dra_slice("node-02"), DRA_GPU_CLASS,
+                         unallocated("shared", exactly(1)))
+    plan = plan_for(cluster, gang_of({"w": (2, naming("shared", cpu="60"))}))   # 96 cpu a node: one pod each
+    assert not plan.placed
+    assert plan.details["excluded"]["not where its shared claim is allocated"] >= 1
+
+
+def test_a_missing_named_claim_waits_for_it():
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS)
+    plan = plan_for(cluster, gang_of({"w": (1, naming("later"))}))
+    assert not plan.placed and not plan.details["never_fits"]
+    assert plan.reason == "role w: waits for ResourceClaim research/later of claim gpus, which does not exist"
+
+
+def test_a_new_unallocated_claim_with_selectors_asks_for_a_new_model():
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS)
+    assert cluster.claim_columns_missing(unallocated("s", exactly(2, FIRST_TWO)))
+    assert not cluster.claim_columns_missing(unallocated("plain", exactly(2)))

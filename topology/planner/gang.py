@@ -13,6 +13,7 @@ from .explain import NEVER_FITS, Explainer, exclusion_text, insufficient
 from .layout import ROOT, Layout, layout_for
 from .place import Placer
 from .policies import policy_named
+from .shared import plan_shared
 from .rank import leaf_spans, placements, rank_of
 from .state import State
 
@@ -130,6 +131,13 @@ def _check(inp: PlanInput) -> None:
 
 
 def _plan(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
+    """The plan; with unallocated claims the gang's pods share, on a node chosen for each (shared.py)."""
+    if inp.shared:
+        return plan_shared(inp, lambda trial: _plan_plain(trial, scope))
+    return _plan_plain(inp, scope)
+
+
+def _plan_plain(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
     """The plan; when siblings were allotted by exact packing, the plan without it if that places more
     pods in all (a domain packed for the most pods at home can leave fewer room elsewhere)."""
     plan = _plan_once(inp, scope, exact=True)
