@@ -237,6 +237,41 @@ def _pod_claim_specs(model: DeviceModel, spec: Mapping, namespace: str):
         yield entry.get("name"), f"ResourceClaimTemplate {name}", name, claim_spec
 
 
+# A pod claim entry the grouper rewrote to name its native PodGroup's claim (DRAWorkloadResourceClaims:
+# grouper/native.py): the PodGroup's name; with `PODGROUP_TEMPLATE` and no `resourceClaimName`, the claim
+# the PodGroup's template makes does not exist yet.
+PODGROUP_CLAIM = "tas-extender.io/podGroup"
+PODGROUP_TEMPLATE = "tas-extender.io/podGroupTemplate"
+
+
+def podgroup_claims(podgroup: Mapping, spec: Mapping) -> Mapping:
+    """A member pod's spec with each claim that matches one of its native PodGroup's `spec.resourceClaims`
+    (same name, same ResourceClaim or ResourceClaimTemplate) naming the PodGroup's one claim instead: the
+    named ResourceClaim, or the one made from the template (`status.resourceClaimStatuses`). Such a claim
+    is allocated once for the whole group, so it is planned as a claim its pods share."""
+    group_claims = {c.get("name"): c for c in (podgroup.get("spec") or {}).get("resourceClaims") or []
+                    if isinstance(c, Mapping)}
+    if not group_claims or not spec.get("resourceClaims"):
+        return spec
+    made = {s.get("name"): s.get("resourceClaimName")
+            for s in (podgroup.get("status") or {}).get("resourceClaimStatuses") or [] if isinstance(s, Mapping)}
+    group = str((podgroup.get("metadata") or {}).get("name") or "")
+    entries = []
+    for entry in spec["resourceClaims"]:
+        mine = group_claims.get((entry or {}).get("name"))
+        if mine is None or any(entry.get(k) != mine.get(k) for k in ("resourceClaimName", "resourceClaimTemplateName")):
+            entries.append(entry)
+            continue
+        name = mine.get("resourceClaimName") or made.get(entry.get("name"))
+        rewritten = {"name": entry.get("name"), PODGROUP_CLAIM: group}
+        if name:
+            rewritten["resourceClaimName"] = name
+        else:
+            rewritten[PODGROUP_TEMPLATE] = mine.get("resourceClaimTemplateName")
+        entries.append(rewritten)
+    return {**spec, "resourceClaims": entries}
+
+
 def _allocated(claim: Mapping) -> bool:
     return bool((claim.get("status") or {}).get("allocation"))
 
@@ -247,6 +282,11 @@ def named_claims(model: DeviceModel, spec: Mapping, namespace: str):
         name = (entry or {}).get("resourceClaimName")
         if name:
             yield entry.get("name"), name, model.claims.get(f"{namespace}/{name}")
+
+
+def _of_podgroup(spec: Mapping, entry_name) -> bool:
+    return any((e or {}).get("name") == entry_name and (e or {}).get(PODGROUP_CLAIM)
+               for e in spec.get("resourceClaims") or [])
 
 
 def claim_spec_demand(claim_spec: Mapping, largest) -> dict[str, int]:
@@ -295,6 +335,11 @@ class ClaimDemand:
                 waiting.append(f"{WAITS_FOR}{what.split()[0]} {namespace}/{name} of claim {claim}, which does not exist")
                 continue
             problems += self.spec_problems(f"claim {claim} ({what})", claim_spec)
+        for entry in spec.get("resourceClaims") or []:
+            if (entry or {}).get(PODGROUP_TEMPLATE) and not entry.get("resourceClaimName"):
+                waiting.append(f"{WAITS_FOR}the ResourceClaim PodGroup {namespace}/{entry.get(PODGROUP_CLAIM)} makes "
+                               f"from ResourceClaimTemplate {entry.get(PODGROUP_TEMPLATE)} for claim {entry.get('name')}, "
+                               f"which does not exist yet")
         for entry, name, claim in named_claims(self.model, spec, namespace):
             if claim is None:
                 waiting.append(f"{WAITS_FOR}ResourceClaim {namespace}/{name} of claim {entry}, which does not exist")
@@ -376,6 +421,7 @@ class SharedClaim:
     demand: np.ndarray               # a row: what allocating it takes
     where: str                       # "claim <entry> (ResourceClaim <name>)" for refusals
     asks: str                        # "request gpus asks 8 of DeviceClass gpu.nvidia.com", for refusals
+    podgroup: bool = False           # a native PodGroup's claim: reserved for the group, not for each pod
 
     @property
     def pods(self) -> int:
@@ -398,6 +444,7 @@ def shared_claims(model: DeviceModel, resources, namespace: str, roles: Mapping[
                 text = "; ".join(f"request {a.request} asks {a.count if not a.all else 'all'} of DeviceClass "
                                  f"{a.device_class}" for a in asks) or "no request"
                 shared = found[key] = SharedClaim(key, {}, resources.vector(claim_spec_demand(claim_spec, largest)),
-                                                  f"claim {entry} (ResourceClaim {name})", text)
+                                                  f"claim {entry} (ResourceClaim {name})", text,
+                                                  _of_podgroup(spec, entry))
             shared.roles[role] = shared.roles.get(role, 0) + pods
     return list(found.values())

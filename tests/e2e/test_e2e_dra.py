@@ -310,6 +310,84 @@ def test_a_device_class_whose_cel_fails_is_skipped_and_nothing_else_breaks(clust
         cluster.plane.kubectl("delete", "deviceclass", broken, "--ignore-not-found", check=False)
 
 
+# --- counting rules of claims (topology/dra_requests.py) -----------------------------------------------------
+
+A100 = {"productName": "NVIDIA A100-SXM4-80GB", "architecture": "Ampere", "memory": 80 * 2**30}
+
+
+@needs_dra_core
+def test_a_claim_gang_and_an_extended_resource_gang_do_not_plan_onto_the_same_devices(cluster, ns):
+    """One rack of 4 nodes x 8 GPUs: a gang of 2 pods x a claim of 8 GPUs and a gang of 2 pods x nvidia.com/gpu: 8
+    submitted together. The class column and the extended resource count the same devices: one gang's plan
+    lowers both, so the other is planned on the two other nodes, first time (no node planned twice)."""
+    nodes = ns.add_dra_nodes(ONE_RACK)
+    ns.apply(dra.claim_template("eight", count=8))
+    replans = replans_total(cluster)
+    ns.apply(templated_job("claims", 2, "eight", topology(required="rack")),
+             indexed_job("plugin", 2, 8, topology(required="rack")))
+    claims = cluster.wait_bound(ns.name, 2, "job-name=claims", timeout=90)
+    plugin = cluster.wait_bound(ns.name, 2, "job-name=plugin", timeout=90)
+    assert sorted(p.spec.node_name for p in claims + plugin) == sorted(nodes)
+    assert_devices_on_own_nodes(cluster, ns.name, claims + plugin, 8)
+    for name in ("claims", "plugin"):
+        assert_first_plan(cluster, gang_plan(cluster, ns.name, name), replans)
+
+
+@needs_dra_core
+def test_a_request_with_selectors_is_planned_on_the_devices_it_selects(cluster, ns):
+    """Nodes 0 and 1 of the rack have A100s, 2 and 3 H100s; each pod's claim asks 8 GPUs whose productName is
+    the H100's (the request's own selector): the gang goes to nodes 2 and 3, first time."""
+    nodes = ns.add_dra_nodes(ONE_RACK, slices=lambda node: [dra.gpu_slice(node, gpu=A100 if node[-1] in "01" else dra.H100)])
+    template = dra.claim_template("h100", count=8)
+    template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression":
+        f"device.attributes['gpu.nvidia.com'].productName == '{dra.H100['productName']}'"}}]
+    ns.apply(template)
+    replans = replans_total(cluster)
+    ns.apply(templated_job("h100", 2, "h100", topology(required="rack")))
+    bound = cluster.wait_bound(ns.name, 2, "job-name=h100", timeout=90)
+    assert sorted(p.spec.node_name for p in bound) == sorted(nodes[2:])
+    assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
+
+
+@needs_dra_core
+def test_match_attribute_counts_only_devices_that_share_a_pcie_root(cluster, ns):
+    """Each pod's claim asks 4 GPUs on one PCIe root (matchAttribute resource.kubernetes.io/pcieRoot; GPUs 0-3
+    and 4-7 of a node share one). Node 0 has GPUs 0 and 4 taken: 6 free, but 3 per root, so none of its roots
+    serves a claim; the 6 pods go to the other 3 nodes, 2 each, first time."""
+    nodes = ns.add_dra_nodes(ONE_RACK)
+    hold_gpus(cluster, ns, nodes[0], [0, 4])
+    ns.apply(dra.claim_template("root4", count=4, match_attribute=dra.PCIE_ROOT))
+    replans = replans_total(cluster)
+    ns.apply(templated_job("roots", 6, "root4", topology(required="rack")))
+    bound = cluster.wait_bound(ns.name, 6, "job-name=roots", timeout=90)
+    assert Counter(p.spec.node_name for p in bound) == {node: 2 for node in nodes[1:]}
+    assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
+
+
+@needs_dra_core
+def test_an_unallocated_claim_shared_by_a_gang_is_planned_on_a_node_that_can_serve_it(cluster, ns):
+    """Node 0 has 2 GPUs taken. One claim of 8 GPUs, named by the 2 pods of a gang (1 cpu each): planned once,
+    on a node with 8 free, with both pods there (not on node 0, tightest on CPU, where kube-scheduler could not
+    allocate it), first time."""
+    nodes = ns.add_dra_nodes(ONE_RACK)
+    hold_gpus(cluster, ns, nodes[0], [0, 1])
+    ns.apply(dra.claim("shared", count=8), pod_group("sharing", 2))
+    replans = replans_total(cluster)
+    pods = []
+    for i in range(2):
+        pod = gang_pod(f"sharing-{i}", "sharing")
+        pod["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "shared"}]
+        pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpus"}], "requests": {"cpu": "1"}}
+        pods.append(pod)
+    cluster.create_pods(ns.name, pods)
+    sharing = cluster.wait_bound(ns.name, 2, "gang=sharing", timeout=90)
+    (node,) = {p.spec.node_name for p in sharing}
+    assert node != nodes[0]
+    shared = cluster.resource("resourceclaims", "shared", ns.name)
+    assert {pool for _, pool, _ in dra.allocated_devices(shared)} == {node}
+    assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
+
+
 # --- helpers ---------------------------------------------------------------------------------------------------
 
 def plain_pod(name: str, gpus: int, selector: dict, labels: dict | None = None) -> dict:
@@ -395,6 +473,21 @@ def hold_one_partition_per_gpu(cluster, ns, node: str) -> None:
     cluster.wait_bound(ns.name, 1, "app=busy")
     devices = [d for m in range(8) for d in allocated(cluster, ns.name, f"part-{m}")]
     assert len({device.split("-mig-")[0] for _, _, device in devices}) == 8
+
+
+def hold_gpus(cluster, ns, node: str, minors: list[int]) -> None:
+    """A pod of the default scheduler on `node` holding these full GPUs (one claim selecting them by uuid)."""
+    held = dra.claim("held", len(minors))
+    uuids = ", ".join(f"'{dra.gpu_uuid(node, m)}'" for m in minors)
+    held["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression":
+        f"device.attributes['gpu.nvidia.com'].uuid in [{uuids}]"}}]
+    ns.apply(held)
+    pod = plain_pod("holder", 0, {"kubernetes.io/hostname": node}, labels={"app": "holder"})
+    pod["spec"]["resourceClaims"] = [{"name": "held", "resourceClaimName": "held"}]
+    pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "held"}]}
+    ns.apply(pod)
+    cluster.wait_bound(ns.name, 1, "app=holder")
+    assert sorted(d for _, _, d in allocated(cluster, ns.name, "held")) == sorted(f"gpu-{m}" for m in minors)
 
 
 def scheduled_message(cluster, namespace: str, pod: str) -> str:

@@ -255,3 +255,57 @@ def test_a_new_unallocated_claim_with_selectors_asks_for_a_new_model():
     cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS)
     assert cluster.claim_columns_missing(unallocated("s", exactly(2, FIRST_TWO)))
     assert not cluster.claim_columns_missing(unallocated("plain", exactly(2)))
+
+
+# --- 5. a native PodGroup's resourceClaims (DRAWorkloadResourceClaims) ------------------------------------------
+
+def native_podgroup(name, claims, made=None):
+    podgroup = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": "research"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "resourceClaims": claims}}
+    if made:
+        podgroup["status"] = {"resourceClaimStatuses": [{"name": k, "resourceClaimName": v} for k, v in made.items()]}
+    return podgroup
+
+
+def member_pod(name, group, entry):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "research"},
+            "spec": {"schedulingGroup": {"podGroupName": group}, "resourceClaims": [entry],
+                     "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]}}
+
+
+def native_tree(podgroup, entry):
+    from grouper.native import group_native
+    pods = [member_pod(f"p{i}", podgroup["metadata"]["name"], entry) for i in range(2)]
+    return group_native(podgroup, pods, {})
+
+
+def test_a_podgroup_claim_from_a_template_is_the_groups_one_claim_not_one_per_pod():
+    entry = {"name": "gpus", "resourceClaimTemplateName": "t8"}
+    made = unallocated("pg-gpus-x7k2", exactly(8))
+    cluster = cluster_of(dra(1), dra(2), dra_slice("node-01"), dra_slice("node-02"), DRA_GPU_CLASS,
+                         template("t8", exactly(8)), made, dra_claim("c", "research", "node-01", ["gpu-0"]))
+    tree = native_tree(native_podgroup("pg", [entry], {"gpus": "pg-gpus-x7k2"}), entry)
+    spec = tree.pod_spec("pg")
+    assert CLASS not in cluster.pod_demand(spec, "research")            # not 8 GPUs per pod from the template
+    plan = plan_for(cluster, tree)
+    assert plan.placed and set(plan.slots.values()) == {1}           # 8 free only on node-02, both pods there
+    assert plan.details["claims"] == {"research/pg-gpus-x7k2": "node-02"}
+
+
+def test_a_podgroup_claim_not_made_yet_waits_for_it():
+    entry = {"name": "gpus", "resourceClaimTemplateName": "t8"}
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, template("t8", exactly(8)))
+    plan = plan_for(cluster, native_tree(native_podgroup("pg", [entry]), entry))
+    assert not plan.placed and not plan.details["never_fits"]
+    assert plan.reason == ("role pg: waits for the ResourceClaim PodGroup research/pg makes from "
+                           "ResourceClaimTemplate t8 for claim gpus, which does not exist yet")
+
+
+def test_a_pod_claim_that_does_not_match_the_podgroups_stays_the_pods_own():
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, template("t8", exactly(8)),
+                         template("t1", exactly(1)))
+    group_entry = {"name": "gpus", "resourceClaimTemplateName": "t8"}
+    own = {"name": "gpus", "resourceClaimTemplateName": "t1"}           # same name, another template
+    tree = native_tree(native_podgroup("pg", [group_entry], {"gpus": "made"}), own)
+    assert cluster.pod_demand(tree.pod_spec("pg"), "research")[CLASS] == 1

@@ -72,7 +72,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
         pods[slot.role] = pods.get(slot.role, 0) + 1
     shared = cluster.shared_claims(tree.namespace, {role: (tree.pod_spec(role), pods.get(role, 0)) for role in requests})
     for claim in shared:
-        if claim.pods > RESERVED_FOR_MAX:
+        if claim.pods > RESERVED_FOR_MAX and not claim.podgroup:
             for role in claim.roles:
                 unplaceable.setdefault(role, f"{claim.where} is named by {claim.pods} pods, more than the "
                                              f"{RESERVED_FOR_MAX} one claim can be reserved for")
