@@ -162,6 +162,8 @@ def _leaf(podgroup: Mapping, policy: Policy, pods: Sequence[Mapping], tree: Grou
     if members:
         metadata = members[0].get("metadata") or {}
         spec = podgroup_claims(podgroup, members[0].get("spec") or {})        # the PodGroup's claims: shared
+        if (podgroup.get("spec") or {}).get("resourceClaims"):
+            tree.podgroup_claims[name] = podgroup
         tree.roles[name] = RoleSpec(name, len(members), spec, metadata.get("labels") or {})
     if policy.minimum is not None and len(members) < policy.minimum:
         warnings.append(f"{describe(podgroup)}: {len(members)} pods of its minCount {policy.minimum} exist; "

@@ -386,23 +386,24 @@ class Links:
     def __bool__(self) -> bool:
         return bool(self.pairs)
 
-    def apply(self, nodes: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Rows (one per entry of `nodes`) with each linked pair taking the sum of both on its nodes: what
-        using the row on that node takes from each column."""
+    def apply(self, nodes, rows: np.ndarray) -> np.ndarray:
+        """Rows (one per entry of `nodes`) as used on those nodes: each column of a linked pair also takes
+        what the row asks of the other (a class and its extended resource: both lowered by either). With
+        two classes serving one extended resource on a node, asking it lowers both classes."""
         if not self.pairs:
             return rows
-        rows = np.array(rows, dtype=np.int64, copy=True)
-        single = rows.ndim == 1
+        original = np.asarray(rows, dtype=np.int64)
+        single = original.ndim == 1
         if single:
-            rows = rows[None, :]
+            original = original[None, :]
+        result = original.copy()
         nodes = np.atleast_1d(np.asarray(nodes, dtype=np.int64))
         for a, b, mask in self.pairs:
             on = mask[nodes]
             if on.any():
-                both = rows[on, a] + rows[on, b]
-                rows[on, a] = both
-                rows[on, b] = both
-        return rows[0] if single else rows
+                result[on, a] += original[on, b]
+                result[on, b] += original[on, a]
+        return result[0] if single else result
 
 
 # --- an unallocated claim several pods name ---------------------------------------------------------------

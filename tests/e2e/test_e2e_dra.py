@@ -11,8 +11,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import conftest
 import dra
 import pytest
+from cluster import E2ECluster
 from app.kube.client import KubeApi, build_api_client
 from app.ports import WATCHED_KINDS
 from workloads import BLOCK, HIGH, LOW, RACK, container, distinct, indexed_job, topology
@@ -316,28 +318,36 @@ A100 = {"productName": "NVIDIA A100-SXM4-80GB", "architecture": "Ampere", "memor
 
 
 @needs_dra_core
-def test_a_claim_gang_and_an_extended_resource_gang_do_not_plan_onto_the_same_devices(cluster, ns):
-    """One rack of 4 nodes x 8 GPUs: a gang of 2 pods x a claim of 8 GPUs and a gang of 2 pods x nvidia.com/gpu: 8
-    submitted together. The class column and the extended resource count the same devices: one gang's plan
-    lowers both, so the other is planned on the two other nodes, first time (no node planned twice)."""
+def test_claim_pods_and_extended_resource_pods_of_one_gang_do_not_plan_onto_the_same_devices(cluster, ns):
+    """One rack of 4 nodes x 8 GPUs; one gang (a KAI PodGroup) of two subgroups: 2 pods with a claim of 8 GPUs
+    each and 2 pods asking nvidia.com/gpu: 8. The class column and the extended resource count the same devices:
+    placing a pod of either lowers both, so the plan gives each pod a node of its own, first time."""
     nodes = ns.add_dra_nodes(ONE_RACK)
     ns.apply(dra.claim_template("eight", count=8))
+    group = pod_group("mixed", 4)
+    group["spec"]["subGroups"] = [{"name": "claims", "minMember": 2}, {"name": "plugin", "minMember": 2}]
+    ns.apply(group)
     replans = replans_total(cluster)
-    ns.apply(templated_job("claims", 2, "eight", topology(required="rack")),
-             indexed_job("plugin", 2, 8, topology(required="rack")))
-    claims = cluster.wait_bound(ns.name, 2, "job-name=claims", timeout=90)
-    plugin = cluster.wait_bound(ns.name, 2, "job-name=plugin", timeout=90)
-    assert sorted(p.spec.node_name for p in claims + plugin) == sorted(nodes)
-    assert_devices_on_own_nodes(cluster, ns.name, claims + plugin, 8)
-    for name in ("claims", "plugin"):
-        assert_first_plan(cluster, gang_plan(cluster, ns.name, name), replans)
+    pods = []
+    for i in range(2):
+        claims = gang_pod(f"claims-{i}", "mixed")
+        with_template(claims["spec"], "eight")
+        plugin = gang_pod(f"plugin-{i}", "mixed", gpus=8)
+        for pod, subgroup in ((claims, "claims"), (plugin, "plugin")):
+            pod["metadata"]["labels"]["kai.scheduler/subgroup-name"] = subgroup
+            pods.append(pod)
+    cluster.create_pods(ns.name, pods)
+    bound = cluster.wait_bound(ns.name, 4, "gang=mixed", timeout=90)
+    assert sorted(p.spec.node_name for p in bound) == sorted(nodes)
+    assert_devices_on_own_nodes(cluster, ns.name, bound, 8)
+    assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
 
 
 @needs_dra_core
 def test_a_request_with_selectors_is_planned_on_the_devices_it_selects(cluster, ns):
-    """Nodes 0 and 1 of the rack have A100s, 2 and 3 H100s; each pod's claim asks 8 GPUs whose productName is
-    the H100's (the request's own selector): the gang goes to nodes 2 and 3, first time."""
-    nodes = ns.add_dra_nodes(ONE_RACK, slices=lambda node: [dra.gpu_slice(node, gpu=A100 if node[-1] in "01" else dra.H100)])
+    """Nodes 0 and 1 of the rack have H100s, 2 and 3 A100s; each pod's claim asks 8 GPUs whose productName is
+    the H100's (the request's own selector): the gang goes to nodes 0 and 1, first time."""
+    nodes = ns.add_dra_nodes(ONE_RACK, slices=lambda node: [dra.gpu_slice(node, gpu=dra.H100 if node[-1] in "01" else A100)])
     template = dra.claim_template("h100", count=8)
     template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression":
         f"device.attributes['gpu.nvidia.com'].productName == '{dra.H100['productName']}'"}}]
@@ -345,7 +355,7 @@ def test_a_request_with_selectors_is_planned_on_the_devices_it_selects(cluster, 
     replans = replans_total(cluster)
     ns.apply(templated_job("h100", 2, "h100", topology(required="rack")))
     bound = cluster.wait_bound(ns.name, 2, "job-name=h100", timeout=90)
-    assert sorted(p.spec.node_name for p in bound) == sorted(nodes[2:])
+    assert sorted(p.spec.node_name for p in bound) == sorted(nodes[:2])
     assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
 
 
@@ -366,11 +376,11 @@ def test_match_attribute_counts_only_devices_that_share_a_pcie_root(cluster, ns)
 
 @needs_dra_core
 def test_an_unallocated_claim_shared_by_a_gang_is_planned_on_a_node_that_can_serve_it(cluster, ns):
-    """Node 0 has 2 GPUs taken. One claim of 8 GPUs, named by the 2 pods of a gang (1 cpu each): planned once,
-    on a node with 8 free, with both pods there (not on node 0, tightest on CPU, where kube-scheduler could not
-    allocate it), first time."""
+    """Nodes 1-3 have 2 GPUs taken each. One claim of 8 GPUs, named by the 2 pods of a gang (1 cpu each):
+    planned once, on node 0, the one with 8 free, with both pods there, first time."""
     nodes = ns.add_dra_nodes(ONE_RACK)
-    hold_gpus(cluster, ns, nodes[0], [0, 1])
+    for i, node in enumerate(nodes[1:]):
+        hold_gpus(cluster, ns, node, [0, 1], name=f"held-{i}")
     ns.apply(dra.claim("shared", count=8), pod_group("sharing", 2))
     replans = replans_total(cluster)
     pods = []
@@ -381,10 +391,67 @@ def test_an_unallocated_claim_shared_by_a_gang_is_planned_on_a_node_that_can_ser
         pods.append(pod)
     cluster.create_pods(ns.name, pods)
     sharing = cluster.wait_bound(ns.name, 2, "gang=sharing", timeout=90)
-    (node,) = {p.spec.node_name for p in sharing}
-    assert node != nodes[0]
+    assert {p.spec.node_name for p in sharing} == {nodes[0]}
     shared = cluster.resource("resourceclaims", "shared", ns.name)
-    assert {pool for _, pool, _ in dra.allocated_devices(shared)} == {node}
+    assert {pool for _, pool, _ in dra.allocated_devices(shared)} == {nodes[0]}
+    assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
+
+
+# --- a native PodGroup's claims (DRAWorkloadResourceClaims, alpha in v1.36, off by default) ------------------------
+
+@pytest.fixture(scope="module")
+def claims_cluster(tmp_path_factory):
+    """A control plane with the native gates and DRAWorkloadResourceClaims on (PodGroup spec.resourceClaims kept
+    by the API server, one claim made per PodGroup), with NVIDIA's DeviceClasses."""
+    for plane in conftest._plane(tmp_path_factory, True, "DRAWorkloadResourceClaims=true"):
+        e2e = E2ECluster(plane)
+        try:
+            e2e.install()
+            e2e.apply([dra.device_class(), dra.device_class(dra.MIG_CLASS, dra.MIG_SELECTOR, None)])
+            yield e2e
+        finally:
+            e2e.stop()
+
+
+@pytest.fixture
+def claims_ns(claims_cluster, request):
+    yield from conftest._namespace(claims_cluster, request)
+
+
+@needs_dra_core
+def test_a_native_podgroups_claim_is_planned_once_for_its_pods(claims_cluster, claims_ns):
+    """A native PodGroup of 2 pods with spec.resourceClaims: one claim of 8 GPUs from a template, which each
+    member pod names too. The resourceclaim controller makes one claim for the PodGroup (not one per pod);
+    the plan counts it once, on node 0, the one with 8 free GPUs (nodes 1-3 have 2 taken), with both pods there."""
+    cluster, ns = claims_cluster, claims_ns
+    nodes = ns.add_dra_nodes(ONE_RACK)
+    for i, node in enumerate(nodes[1:]):
+        hold_gpus(cluster, ns, node, [0, 1], name=f"held-{i}")
+    ns.apply(dra.claim_template("eight", count=8))
+    entry = {"name": "gpus", "resourceClaimTemplateName": "eight"}
+    ns.apply({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "pg"},
+              "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                       "schedulingConstraints": {"topology": [{"key": RACK}]}, "resourceClaims": [entry]}})
+    made = wait_for(lambda: (cluster.custom.get_namespaced_custom_object(
+        "scheduling.k8s.io", "v1alpha2", ns.name, "podgroups", "pg").get("status") or {}).get("resourceClaimStatuses"),
+        "the PodGroup's claim made")
+    (claim_name,) = [s["resourceClaimName"] for s in made]
+    replans = replans_total(cluster)
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"m{i}", "labels": {"gang": "pg"}},
+             "spec": {"schedulerName": "tas-scheduler", "schedulingGroup": {"podGroupName": "pg"},
+                      "resourceClaims": [entry],
+                      "containers": [{**container(0), "resources": {"claims": [{"name": "gpus"}],
+                                                                     "requests": {"cpu": "1"}}}]}}
+            for i in range(2)]
+    cluster.create_pods(ns.name, pods)
+    bound = cluster.wait_bound(ns.name, 2, "gang=pg", timeout=90)
+    assert {p.spec.node_name for p in bound} == {nodes[0]}
+    claim = cluster.resource("resourceclaims", claim_name, ns.name)
+    assert len(dra.allocated_devices(claim)) == 8
+    assert {pool for _, pool, _ in dra.allocated_devices(claim)} == {nodes[0]}
+    made_from_template = [c for c in cluster.resources("resourceclaims", ns.name)
+                          if not c["metadata"]["name"].startswith("held-")]
+    assert [c["metadata"]["name"] for c in made_from_template] == [claim_name]
     assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
 
 
@@ -475,19 +542,19 @@ def hold_one_partition_per_gpu(cluster, ns, node: str) -> None:
     assert len({device.split("-mig-")[0] for _, _, device in devices}) == 8
 
 
-def hold_gpus(cluster, ns, node: str, minors: list[int]) -> None:
-    """A pod of the default scheduler on `node` holding these full GPUs (one claim selecting them by uuid)."""
-    held = dra.claim("held", len(minors))
+def hold_gpus(cluster, ns, node: str, minors: list[int], name: str = "held") -> None:
+    """A pod of the default scheduler on `node` holding these full GPUs (one claim `name` selecting them by uuid)."""
+    held = dra.claim(name, len(minors))
     uuids = ", ".join(f"'{dra.gpu_uuid(node, m)}'" for m in minors)
     held["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression":
         f"device.attributes['gpu.nvidia.com'].uuid in [{uuids}]"}}]
     ns.apply(held)
-    pod = plain_pod("holder", 0, {"kubernetes.io/hostname": node}, labels={"app": "holder"})
-    pod["spec"]["resourceClaims"] = [{"name": "held", "resourceClaimName": "held"}]
+    pod = plain_pod(f"{name}-pod", 0, {"kubernetes.io/hostname": node}, labels={"app": name})
+    pod["spec"]["resourceClaims"] = [{"name": "held", "resourceClaimName": name}]
     pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "held"}]}
     ns.apply(pod)
-    cluster.wait_bound(ns.name, 1, "app=holder")
-    assert sorted(d for _, _, d in allocated(cluster, ns.name, "held")) == sorted(f"gpu-{m}" for m in minors)
+    cluster.wait_bound(ns.name, 1, f"app={name}")
+    assert sorted(d for _, _, d in allocated(cluster, ns.name, name)) == sorted(f"gpu-{m}" for m in minors)
 
 
 def scheduled_message(cluster, namespace: str, pod: str) -> str:

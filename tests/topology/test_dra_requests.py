@@ -309,3 +309,13 @@ def test_a_pod_claim_that_does_not_match_the_podgroups_stays_the_pods_own():
     own = {"name": "gpus", "resourceClaimTemplateName": "t1"}           # same name, another template
     tree = native_tree(native_podgroup("pg", [group_entry], {"gpus": "made"}), own)
     assert cluster.pod_demand(tree.pod_spec("pg"), "research")[CLASS] == 1
+
+
+def test_two_classes_serving_one_extended_resource_reserving_one_class_leaves_the_other():
+    other = copy.deepcopy(DRA_GPU_CLASS)
+    other["metadata"]["name"] = "all-gpus"
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, other, template("t2", exactly(2)))
+    cluster.reserve("a", 0, request_row(cluster, claiming("t2")))
+    assert (free(cluster, "node-01", CLASS), free(cluster, "node-01", "all-gpus")) == (6, 8)
+    cluster.reserve("b", 0, request_row(cluster, extended(1)))      # either class may serve it: both lowered
+    assert (free(cluster, "node-01", CLASS), free(cluster, "node-01", "all-gpus")) == (5, 7)
