@@ -399,11 +399,20 @@ class Links:
         result = original.copy()
         nodes = np.atleast_1d(np.asarray(nodes, dtype=np.int64))
         for a, b, mask in self.pairs:
+            if not (original[:, a].any() or original[:, b].any()):
+                continue
             on = mask[nodes]
-            if on.any():
+            if on.all():
+                result[:, a] += original[:, b]
+                result[:, b] += original[:, a]
+            elif on.any():
                 result[on, a] += original[on, b]
                 result[on, b] += original[on, a]
         return result[0] if single else result
+
+    def touches(self, row: np.ndarray) -> bool:
+        """Whether a request row asks any linked column (else using it changes nothing linked)."""
+        return any(row[a] or row[b] for a, b, _ in self.pairs)
 
 
 # --- an unallocated claim several pods name ---------------------------------------------------------------

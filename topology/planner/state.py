@@ -27,6 +27,7 @@ class State:
         self.roles = list(requests)
         self.request = {role: np.asarray(requests[role], dtype=np.int64) for role in self.roles}
         self.columns = {role: np.flatnonzero(self.request[role] > 0) for role in self.roles}
+        self.linked = {role for role in self.roles if links and links.touches(self.request[role])}
         self.allowed = {role: np.asarray(usable[role], dtype=bool) & layout.member for role in self.roles}
         self.blocked = np.zeros(layout.node_count, dtype=bool)
         self.gang = np.zeros(layout.node_count, dtype=np.int64)      # this gang's pods per node
@@ -143,7 +144,7 @@ class State:
 
     def _apply(self, role: str, nodes: np.ndarray, pods: np.ndarray, sign: int) -> None:
         taken = pods[:, None] * self.request[role][None, :]
-        if self.links:
+        if role in self.linked:
             taken = self.links.apply(nodes, taken)
         self.free[nodes] -= sign * taken
         self.gang[nodes] += sign * pods
