@@ -133,7 +133,9 @@ class Cluster:
 
     def pod_demand(self, spec: Mapping, namespace: str) -> dict[str, int]:
         """A pending pod's demand: its effective request (pod_requests) and the devices its
-        `spec.resourceClaims` ask from their ResourceClaimTemplates, one column per DeviceClass. The one
+        `spec.resourceClaims` ask from their ResourceClaimTemplates: per DeviceClass, and per selector and group
+        column (topology/dra_requests.py). A claim it names by `resourceClaimName` adds nothing here: allocated,
+        its devices are used; unallocated, the plan counts it once for all its pods (`shared_claims`). The one
         place a pod to plan becomes amounts; a bound pod's devices are its allocated claims' instead."""
         amounts = pod_requests(spec)
         for column, count in self.claim_demand.demand(spec, namespace).items():

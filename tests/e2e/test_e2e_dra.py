@@ -345,17 +345,23 @@ def test_claim_pods_and_extended_resource_pods_of_one_gang_do_not_plan_onto_the_
 
 @needs_dra_core
 def test_a_request_with_selectors_is_planned_on_the_devices_it_selects(cluster, ns):
-    """Nodes 0 and 1 of the rack have H100s, 2 and 3 A100s; each pod's claim asks 8 GPUs whose productName is
-    the H100's (the request's own selector): the gang goes to nodes 0 and 1, first time."""
-    nodes = ns.add_dra_nodes(ONE_RACK, slices=lambda node: [dra.gpu_slice(node, gpu=dra.H100 if node[-1] in "01" else A100)])
-    template = dra.claim_template("h100", count=8)
+    """Each node of the rack has 2 H100s and 6 A100s; each pod's claim asks 2 GPUs whose productName is the
+    H100's (the request's own selector). 8 GPUs a node would take 4 such pods; 2 H100s take one: the 4 pods
+    get a node each, first time (not stacked on one node that kube-scheduler then refuses for 3 of them)."""
+    def mixed(node):
+        return [dra.node_slice(node, [dra.gpu_device(node, m, dra.H100 if m < 2 else A100) for m in range(8)])]
+    nodes = ns.add_dra_nodes(ONE_RACK, slices=mixed)
+    template = dra.claim_template("h100", count=2)
     template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression":
         f"device.attributes['gpu.nvidia.com'].productName == '{dra.H100['productName']}'"}}]
     ns.apply(template)
     replans = replans_total(cluster)
-    ns.apply(templated_job("h100", 2, "h100", topology(required="rack")))
-    bound = cluster.wait_bound(ns.name, 2, "job-name=h100", timeout=90)
-    assert sorted(p.spec.node_name for p in bound) == sorted(nodes[:2])
+    ns.apply(templated_job("h100", 4, "h100", topology(required="rack")))
+    bound = cluster.wait_bound(ns.name, 4, "job-name=h100", timeout=90)
+    assert sorted(p.spec.node_name for p in bound) == sorted(nodes)
+    assert_devices_on_own_nodes(cluster, ns.name, bound, 2)
+    for _, _, device in devices_of_pods(cluster, ns.name, bound):
+        assert device in ("gpu-0", "gpu-1")
     assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
 
 
@@ -375,25 +381,27 @@ def test_match_attribute_counts_only_devices_that_share_a_pcie_root(cluster, ns)
 
 
 @needs_dra_core
-def test_an_unallocated_claim_shared_by_a_gang_is_planned_on_a_node_that_can_serve_it(cluster, ns):
-    """Nodes 1-3 have 2 GPUs taken each. One claim of 8 GPUs, named by the 2 pods of a gang (1 cpu each):
-    planned once, on node 0, the one with 8 free, with both pods there, first time."""
+def test_an_unallocated_claim_shared_by_a_gang_puts_its_pods_on_one_node(cluster, ns):
+    """One claim of 8 GPUs named by the 2 pods (4 cpu each) of a Job. Node 0 is the tightest on CPU, with room
+    for one of them. kube-scheduler allocates the claim on the first pod's node and sends the other there, so
+    the plan counts it once and puts both pods on one node that holds both (one pod on node 0 and one beside
+    it would leave the second nowhere to go), first time."""
     nodes = ns.add_dra_nodes(ONE_RACK)
-    for i, node in enumerate(nodes[1:]):
-        hold_gpus(cluster, ns, node, [0, 1], name=f"held-{i}")
-    ns.apply(dra.claim("shared", count=8), pod_group("sharing", 2))
+    busy = plain_pod("cpu-hog", 0, {"kubernetes.io/hostname": nodes[0]}, labels={"app": "hog"})
+    busy["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "58"}}
+    ns.apply(busy, dra.claim("shared", count=8))
+    cluster.wait_bound(ns.name, 1, "app=hog")
     replans = replans_total(cluster)
-    pods = []
-    for i in range(2):
-        pod = gang_pod(f"sharing-{i}", "sharing")
-        pod["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "shared"}]
-        pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpus"}], "requests": {"cpu": "1"}}
-        pods.append(pod)
-    cluster.create_pods(ns.name, pods)
-    sharing = cluster.wait_bound(ns.name, 2, "gang=sharing", timeout=90)
-    assert {p.spec.node_name for p in sharing} == {nodes[0]}
+    job = indexed_job("sharing", 2, 0, topology(required="rack"))
+    spec = job["spec"]["template"]["spec"]
+    spec["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "shared"}]
+    spec["containers"][0]["resources"] = {"claims": [{"name": "gpus"}], "requests": {"cpu": "4"}}
+    ns.apply(job)
+    sharing = cluster.wait_bound(ns.name, 2, "job-name=sharing", timeout=90)
+    (node,) = {p.spec.node_name for p in sharing}
+    assert node != nodes[0]
     shared = cluster.resource("resourceclaims", "shared", ns.name)
-    assert {pool for _, pool, _ in dra.allocated_devices(shared)} == {nodes[0]}
+    assert {pool for _, pool, _ in dra.allocated_devices(shared)} == {node}
     assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
 
 
