@@ -381,25 +381,31 @@ def test_match_attribute_counts_only_devices_that_share_a_pcie_root(cluster, ns)
 
 
 @needs_dra_core
-def test_an_unallocated_claim_shared_by_a_gang_puts_its_pods_on_one_node(cluster, ns):
-    """One claim of 8 GPUs named by the 2 pods (4 cpu each) of a Job. Node 0 is the tightest on CPU, with room
-    for one of them. kube-scheduler allocates the claim on the first pod's node and sends the other there, so
-    the plan counts it once and puts both pods on one node that holds both (one pod on node 0 and one beside
-    it would leave the second nowhere to go), first time."""
+def test_an_unallocated_claim_shared_by_a_gang_is_counted_once_on_the_node_of_its_pods(cluster, ns):
+    """One gang in a rack of 4 nodes x 8 GPUs: 2 pods naming one unallocated claim of 8 GPUs, and 3 pods asking
+    nvidia.com/gpu: 8. The plan takes the claim's devices once, on the node of its 2 pods, so the other 3 pods
+    get the 3 other nodes (not the claim's node, where kube-scheduler would find no free GPU), first time."""
     nodes = ns.add_dra_nodes(ONE_RACK)
-    busy = plain_pod("cpu-hog", 0, {"kubernetes.io/hostname": nodes[0]}, labels={"app": "hog"})
-    busy["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "58"}}
-    ns.apply(busy, dra.claim("shared", count=8))
-    cluster.wait_bound(ns.name, 1, "app=hog")
+    group = pod_group("mixed", 5)
+    group["spec"]["subGroups"] = [{"name": "sharers", "minMember": 2}, {"name": "plugin", "minMember": 3}]
+    ns.apply(dra.claim("shared", count=8), group)
     replans = replans_total(cluster)
-    job = indexed_job("sharing", 2, 0, topology(required="rack"))
-    spec = job["spec"]["template"]["spec"]
-    spec["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "shared"}]
-    spec["containers"][0]["resources"] = {"claims": [{"name": "gpus"}], "requests": {"cpu": "4"}}
-    ns.apply(job)
-    sharing = cluster.wait_bound(ns.name, 2, "job-name=sharing", timeout=90)
-    (node,) = {p.spec.node_name for p in sharing}
-    assert node != nodes[0]
+    pods = []
+    for i in range(2):
+        pod = gang_pod(f"sharer-{i}", "mixed")
+        pod["metadata"]["labels"]["kai.scheduler/subgroup-name"] = "sharers"
+        pod["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "shared"}]
+        pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpus"}], "requests": {"cpu": "1"}}
+        pods.append(pod)
+    for i in range(3):
+        pod = gang_pod(f"plugin-{i}", "mixed", gpus=8)
+        pod["metadata"]["labels"]["kai.scheduler/subgroup-name"] = "plugin"
+        pods.append(pod)
+    cluster.create_pods(ns.name, pods)
+    bound = cluster.wait_bound(ns.name, 5, "gang=mixed", timeout=90)
+    where = {p.metadata.name: p.spec.node_name for p in bound}
+    (node,) = {where["sharer-0"], where["sharer-1"]}
+    assert sorted(where[f"plugin-{i}"] for i in range(3)) == sorted(set(nodes) - {node})
     shared = cluster.resource("resourceclaims", "shared", ns.name)
     assert {pool for _, pool, _ in dra.allocated_devices(shared)} == {node}
     assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)

@@ -219,6 +219,15 @@ def test_a_shared_unallocated_claim_is_counted_once_and_its_pods_share_one_node(
     assert plan.details["claims"] == {"research/shared": "node-02"}
 
 
+def test_pods_of_two_roles_naming_one_unallocated_claim_share_its_node():
+    cluster = cluster_of(dra(1), dra(2), dra(3), dra_slice("node-01"), dra_slice("node-02"), dra_slice("node-03"),
+                         DRA_GPU_CLASS, unallocated("shared", exactly(8)),
+                         dra_claim("c", "research", "node-01", ["gpu-0"]))
+    cluster.reserve("cpu", 2, cluster.resources.vector({"cpu": 90_000}))      # node-03: room for one pod
+    plan = plan_for(cluster, gang_of({"a": (1, naming("shared", cpu="4")), "b": (1, naming("shared", cpu="4"))}))
+    assert plan.placed and set(plan.slots.values()) == {1}                   # node-02: 8 free and room for both
+
+
 def test_a_shared_claim_whose_devices_no_node_has_free_is_refused_naming_it_but_may_fit_later():
     cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, unallocated("shared", exactly(8)),
                          dra_claim("c", "research", "node-01", ["gpu-0"]))
