@@ -13,8 +13,8 @@ from .explain import NEVER_FITS, Explainer, exclusion_text, insufficient
 from .layout import ROOT, Layout, layout_for
 from .place import Placer
 from .policies import policy_named
-from .shared import plan_shared
 from .rank import leaf_spans, placements, rank_of
+from .shared import plan_shared
 from .state import State
 
 SEARCH_BUDGET = 256          # candidate tries before the search stops reconsidering placed groups
