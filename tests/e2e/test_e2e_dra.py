@@ -34,7 +34,6 @@ def known_gap(reason: str):
 
 
 RE_PLANNED = known_gap("binds in one rack but not on the first plan: 're-plan of job-4 failed (node without room)'")
-CLAIM_DEMAND = known_gap("spec.resourceClaims from templates are not yet pod demand: re-plans, then a stale-gang eviction")
 NO_PREEMPT_VERB = known_gap("kube-scheduler's DynamicResources answers 'cannot allocate all claims' and never calls "
                             "the preempt verb: the service must start DRA gang preemption itself")
 WHATIF_DRA = known_gap("the what-if advice does not count the DRA devices that evicting the holders would free")
@@ -132,7 +131,6 @@ def test_indexed_job_asking_dra_backed_gpus_binds_whole_in_one_rack_on_the_first
 
 
 @needs_dra_core
-@CLAIM_DEMAND
 def test_gang_with_claim_templates_gets_one_node_per_pod_in_one_rack(cluster, ns):
     """4 pods, each with a claim of 8 GPUs from a ResourceClaimTemplate: one pod per node (not the whole gang
     stacked on one node for its CPU), in one rack, first time."""
@@ -148,7 +146,7 @@ def test_gang_with_claim_templates_gets_one_node_per_pod_in_one_rack(cluster, ns
 
 
 @needs_dra_core
-@pytest.mark.parametrize("ask", ["extended-resource", pytest.param("claim-template", marks=CLAIM_DEMAND)])
+@pytest.mark.parametrize("ask", ["extended-resource", "claim-template"])
 def test_free_devices_decide_the_rack(cluster, ns, ask):
     """Three of the four racks have one node whose 8 GPUs are taken (by pods the default scheduler placed,
     holding DRA devices): the 4 x 8-GPU gang goes to the one rack that holds it, first time, no re-plan."""

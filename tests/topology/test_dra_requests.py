@@ -328,3 +328,20 @@ def test_two_classes_serving_one_extended_resource_reserving_one_class_leaves_th
     assert (free(cluster, "node-01", CLASS), free(cluster, "node-01", "all-gpus")) == (6, 8)
     cluster.reserve("b", 0, request_row(cluster, extended(1)))      # either class may serve it: both lowered
     assert (free(cluster, "node-01", CLASS), free(cluster, "node-01", "all-gpus")) == (5, 7)
+
+
+def test_the_exact_packing_of_a_small_domain_counts_a_class_and_its_extended_resource_as_one_pool():
+    from topology.planner.layout import layout_for
+    from topology.planner.packing import most_inside, packable
+    from topology.planner.state import State
+    cluster = cluster_of(dra(1), dra(2), dra_slice("node-01"), dra_slice("node-02"), DRA_GPU_CLASS,
+                         template("t4", exactly(4)))
+    requests = {"claims": request_row(cluster, claiming("t4")), "plugin": request_row(cluster, extended(4))}
+    nodes = np.arange(2)
+    state = State(layout_for(None, 2), cluster.free, requests, {r: np.ones(2, dtype=bool) for r in requests},
+                  links=cluster.links)
+    assert packable(state, nodes, ["claims", "plugin"])
+    found = most_inside(state, nodes, ["claims", "plugin"], [0, 0], [4, 4])
+    assert found is not None
+    per_node = [sum(found[node]) for node in range(2)]      # pods on each node, both roles together
+    assert max(per_node) <= 2                                  # 8 GPUs a node: two pods of 4, not four
