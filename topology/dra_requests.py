@@ -118,6 +118,7 @@ class RequestColumns:
         self.errors: dict[str, str] = {}                                  # column -> why it counts nothing
         self._programs: dict[tuple[str, ...], list] = {}
         self._devices: dict[tuple, list[Device]] = {}                     # (pool key, class, selectors) -> devices
+        self._failed: dict[tuple[str, ...], str] = {}                     # selectors -> their evaluation error
         self.largest: dict[str, int] = {}                                 # column -> most on one node (total)
         for spec in self.claim_specs():
             self.register(spec)
@@ -169,6 +170,8 @@ class RequestColumns:
 
     def _matching(self, key, device_class: str, selectors: tuple[str, ...], column: str) -> list[Device]:
         found = self._devices.get((key, device_class, selectors))
+        if found is not None and selectors in self._failed:
+            self.errors.setdefault(column, self._failed[selectors])
         if found is None:
             devices = self.model.matching.get((key, device_class)) or []
             programs = self._programs.get(selectors)
@@ -178,7 +181,8 @@ class RequestColumns:
                 try:
                     found = [d for d in devices if selectors_match(programs, d)]
                 except ValueError as err:
-                    self.errors[column] = f"selectors: CEL evaluation failed: {err}"
+                    self._failed[selectors] = f"selectors: CEL evaluation failed: {err}"
+                    self.errors[column] = self._failed[selectors]
                     found = []
             self._devices[(key, device_class, selectors)] = found
         return found

@@ -345,3 +345,12 @@ def test_the_exact_packing_of_a_small_domain_counts_a_class_and_its_extended_res
     assert found is not None
     per_node = [sum(found[node]) for node in range(2)]      # pods on each node, both roles together
     assert max(per_node) <= 2                                  # 8 GPUs a node: two pods of 4, not four
+
+
+def test_a_request_selector_failing_on_a_device_refuses_its_claims_naming_the_error_not_can_never_fit_silently():
+    failing = "device.attributes['gpu.nvidia.com'].noSuchAttribute == 'x'"
+    same = template("grouped", exactly(4, failing), constraints=[{"matchAttribute": PCIE}])
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, template("plain", exactly(4, failing)), same)
+    for name in ("plain", "grouped"):
+        problems = cluster.claim_problems(claiming(name), "research")
+        assert problems and all("CEL evaluation failed" in p for p in problems), problems
