@@ -119,9 +119,25 @@ class RequestColumns:
         self._programs: dict[tuple[str, ...], list] = {}
         self._devices: dict[tuple, list[Device]] = {}                     # (pool key, class, selectors) -> devices
         self._failed: dict[tuple[str, ...], str] = {}                     # selectors -> their evaluation error
+        self._values: dict[tuple, dict] = {}                              # (pool, class, selectors, attribute) -> value -> devices
         self.largest: dict[str, int] = {}                                 # column -> most on one node (total)
+        self._totals: dict[str, dict[str, int]] = {}                      # node -> its counts with nothing allocated
+        self._by_node: dict[str, list] | None = None                      # node -> its pools (all-nodes pools apart)
+        self._everywhere: list = []
         for spec in self.claim_specs():
             self.register(spec)
+
+    def _pools_of(self, node: str) -> list:
+        """The (key, pool) pairs placing devices on the node, from an index built once per model."""
+        if self._by_node is None:
+            self._by_node = {}
+            for key, pool in self.model.pools.items():
+                if pool.all_nodes:
+                    self._everywhere.append((key, pool))
+                else:
+                    for name in pool.nodes:
+                        self._by_node.setdefault(name, []).append((key, pool))
+        return self._by_node.get(node, []) + self._everywhere
 
     def claim_specs(self) -> Iterable[Mapping]:
         for template in self.model.templates.values():
@@ -192,9 +208,11 @@ class RequestColumns:
         (with `allocated`: from the devices still free)."""
         if not self.selectors and not self.groups:
             return {}
-        taken = set(allocated or ())
+        if allocated is None and node in self._totals:
+            return dict(self._totals[node])
+        taken = allocated or {}
         pools = [(key, pool, [d for d in pool.devices if d.key in taken] if taken else [])
-                 for key, pool in self.model.pools_of(node)]
+                 for key, pool in self._pools_of(node)]
         totals: dict[str, int] = {}
         for name, (device_class, selectors) in self.selectors.items():
             count = sum(free_count(self._matching(key, device_class, selectors, name), pool, taken, busy)
@@ -206,21 +224,31 @@ class RequestColumns:
             if count and name not in self.errors:
                 totals[name] = count
         if allocated is None:
+            self._totals[node] = dict(totals)
             for name, count in totals.items():
                 self.largest[name] = max(self.largest.get(name, 0), count)
         return totals
 
-    def _group_count(self, group: Group, name: str, pools, taken: set) -> int:
+    def _by_value(self, key, device_class: str, selectors: tuple[str, ...], attribute: str, column: str) -> dict:
+        """The matching devices of a pool by their value of the attribute (those without it left out), kept."""
+        cache_key = (key, device_class, selectors, attribute)
+        found = self._values.get(cache_key)
+        if found is None:
+            found = {}
+            for device in self._matching(key, device_class, selectors, column):
+                value = _attribute(device, attribute)
+                if value is not None:
+                    found.setdefault(repr(value), []).append(device)
+            self._values[cache_key] = found
+        return found
+
+    def _group_count(self, group: Group, name: str, pools, taken: Mapping) -> int:
         """Claims of the group the node's devices serve: per value of the attribute, the fewest any part's
         free devices of that value allow; summed over the values."""
         per_value: dict[object, list[int]] = {}
         for i, (device_class, selectors, count) in enumerate(group.parts):
             for key, pool, busy in pools:
-                by_value: dict[object, list[Device]] = {}
-                for device in self._matching(key, device_class, selectors, name):
-                    value = _attribute(device, group.attribute)
-                    if value is not None:
-                        by_value.setdefault(repr(value), []).append(device)
+                by_value = self._by_value(key, device_class, selectors, group.attribute, name)
                 for value, devices in by_value.items():
                     free = per_value.setdefault(value, [0] * len(group.parts))
                     free[i] += free_count(devices, pool, taken, busy)
