@@ -203,6 +203,18 @@ class Cluster:
         if apart is not None:
             self.apart.update(dict.fromkeys(keys, apart))
 
+    def claimed(self, key: str) -> None:
+        """The pod holding reservation `key` has its claims allocated (kube-scheduler writes them in PreBind,
+        before it binds the pod): their devices are counted from the claims now, so the reservation stops
+        holding the DRA columns, as a bound pod's usage does not count them (`add_pod`)."""
+        usage = self.reservations.get(key)
+        if usage is None:
+            return
+        held = np.where(self.dra_columns[usage.node], usage.request, 0)
+        if held.any():
+            self.capacity.reserve(usage.node, held, sign=-1)
+            self.reservations[key] = Usage(usage.node, usage.request - held)
+
     def release(self, key: str) -> None:
         self.apart.pop(key, None)
         usage = self.reservations.pop(key, None)

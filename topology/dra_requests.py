@@ -75,8 +75,14 @@ class Group:
 
     @property
     def name(self) -> str:
-        parts = " + ".join(f"{count} {selector_column(c, s) if s else c}" for c, s, count in self.parts)
-        return f"claims[{parts}; same {self.attribute}]"
+        """`gpu.nvidia.com[4 per claim, same resource.kubernetes.io/pcieRoot]`; with several requests
+        `gpu.nvidia.com[2 gpu.nvidia.com + 1 nic per claim, same ...]`: named after its first class, so that
+        class sorts first where a request's main resource is shown."""
+        if len(self.parts) == 1 and not self.parts[0][1]:
+            parts = str(self.parts[0][2])
+        else:
+            parts = " + ".join(f"{count} {selector_column(c, s) if s else c}" for c, s, count in self.parts)
+        return f"{self.parts[0][0]}[{parts} per claim, same {self.attribute}]"
 
 
 def claim_groups(claim_spec: Mapping, asks: Sequence[Ask] | None = None) -> list[Group]:

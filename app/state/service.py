@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from grouper import group_workload
 from grouper.kinds import suspended
-from grouper.names import GANG_ANNOTATION, PODGROUP_KEYS, SLOT_ANNOTATION  # noqa: F401 - app.state exports them
+from grouper.names import GANG_ANNOTATION, PODGROUP_KEYS, SLOT_ANNOTATION, reservation_key  # noqa: F401 - app.state exports them
 from grouper.native import scheduling_group
 from grouper.podgroups import is_podgroup
 from topology.cluster import Cluster, is_bound_and_running, pod_key
@@ -216,9 +216,27 @@ class ServiceState:
         touched = [cluster.node_index[n] for n in cluster.devices.apply_claim(before, after) if n in cluster.node_index]
         before_free = cluster.capacity.free[touched].copy()
         cluster.claims_changed(touched)
+        self._claimed_slots(after)
         for i, row in zip(touched, cluster.capacity.free[touched] > before_free):
             if row.any():
                 self.changes.note_freed(i)
+
+    def _claimed_slots(self, claim: Mapping | None) -> None:
+        """A claim allocated for pods that hold planned slots (`status.reservedFor`; kube-scheduler allocates in
+        PreBind, before it binds them): their slots' reservations stop holding DRA devices, which the claim
+        holds now. Else the devices count twice until the pods' binding, and the node looks overbooked."""
+        status = (claim or {}).get("status") or {}
+        if not status.get("allocation"):
+            return
+        namespace = (claim.get("metadata") or {}).get("namespace") or "default"
+        pods = {f"{namespace}/{r.get('name')}" for r in status.get("reservedFor") or [] if r.get("resource") == "pods"}
+        if not pods:
+            return
+        cluster = self._cluster
+        for node in cluster.devices.claim_nodes(claim):
+            for plan, slot in self.plans.on_node(node):
+                if slot.reserved and slot.pod in pods:
+                    cluster.claimed(reservation_key(plan.key, slot.slot))
 
     def _devices(self, nodes: Sequence[NodeInfo]) -> DeviceModel:
         return DeviceModel(self.objects.list("DeviceClass", DRA_GROUP), self.objects.list("ResourceSlice", DRA_GROUP),

@@ -375,7 +375,9 @@ def test_match_attribute_counts_only_devices_that_share_a_pcie_root(cluster, ns)
     ns.apply(templated_job("roots", 6, "root4", topology(required="rack")))
     bound = cluster.wait_bound(ns.name, 6, "job-name=roots", timeout=90)
     assert Counter(p.spec.node_name for p in bound) == {node: 2 for node in nodes[1:]}
-    assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
+    plan = gang_plan(cluster, ns.name)
+    assert plan["summary"] == "6 pods x 4 gpu.nvidia.com", plan
+    assert_first_plan(cluster, plan, replans)
 
 
 @needs_dra_core

@@ -167,7 +167,7 @@ def test_match_attribute_counts_claims_whose_devices_share_one_value():
     # the demo's GPUs 0-3 sit on one PCIe root, 4-7 on another
     cluster = cluster_of(dra(1), dra(2), dra_slice("node-01"), dra_slice("node-02"), DRA_GPU_CLASS, same_root(4),
                          dra_claim("c", "research", "node-01", ["gpu-0", "gpu-4"]))
-    column = f"claims[4 {CLASS}; same {PCIE}]"
+    column = f"{CLASS}[4 per claim, same {PCIE}]"
     assert cluster.pod_demand(claiming("root4"), "research")[column] == 1
     assert (free(cluster, "node-01", column), free(cluster, "node-02", column)) == (0, 2)
     assert free(cluster, "node-01", CLASS) == 6                   # 6 free GPUs, but 3 and 3 per root
@@ -192,7 +192,7 @@ def test_match_attribute_across_requests_of_two_classes():
                      "devices": [{"name": "nic-0", "attributes": {PCIE: {"string": "pci0000:00"}}}]}}
     pair = template("pair", exactly(2), exactly(1, device_class="nic"), constraints=[{"matchAttribute": PCIE}])
     cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, nic_class, nics, pair)
-    assert free(cluster, "node-01", f"claims[2 {CLASS} + 1 nic; same {PCIE}]") == 1
+    assert free(cluster, "node-01", f"{CLASS}[2 {CLASS} + 1 nic per claim, same {PCIE}]") == 1
 
 
 # --- 4. an unallocated claim several pods of a gang name -------------------------------------------------------
