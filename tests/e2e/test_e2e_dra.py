@@ -33,7 +33,6 @@ def known_gap(reason: str):
     return pytest.mark.xfail(run=False, strict=True, reason=reason)
 
 
-RE_PLANNED = known_gap("binds in one rack but not on the first plan: 're-plan of job-4 failed (node without room)'")
 NO_PREEMPT_VERB = known_gap("kube-scheduler's DynamicResources answers 'cannot allocate all claims' and never calls "
                             "the preempt verb: the service must start DRA gang preemption itself")
 WHATIF_DRA = known_gap("the what-if advice does not count the DRA devices that evicting the holders would free")
@@ -114,7 +113,6 @@ def test_stock_scheduler_finds_no_full_gpu_where_one_mig_partition_of_each_is_ta
 # --- gangs through tas-scheduler -------------------------------------------------------------------------------
 
 @needs_dra_core
-@RE_PLANNED
 def test_indexed_job_asking_dra_backed_gpus_binds_whole_in_one_rack_on_the_first_plan(cluster, ns):
     """The issue's gang: 8 pods x nvidia.com/gpu: 4, required rack, on nodes whose GPUs are DRA devices only
     (refused before as "requests nvidia.com/gpu, which no node offers"). Each node also publishes the IMEX
