@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import cel
 import numpy as np
 
-from .dra import WAITS_FOR, Device, DeviceModel, _namespaced, _qualified, free_count, selectors_match
+from .dra import WAITS_FOR, Device, DeviceModel, _qualified, free_count, selectors_match
 
 
 # --- requests ------------------------------------------------------------------------------------------
