@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from topology.dra_requests import podgroup_claims
 from topology.groups import Group, GroupTree, RoleSpec, Slot
 from topology.tree import TopologyTree
 
@@ -160,7 +161,10 @@ def _leaf(podgroup: Mapping, policy: Policy, pods: Sequence[Mapping], tree: Grou
     name = _name(podgroup)
     if members:
         metadata = members[0].get("metadata") or {}
-        tree.roles[name] = RoleSpec(name, len(members), members[0].get("spec") or {}, metadata.get("labels") or {})
+        spec = podgroup_claims(podgroup, members[0].get("spec") or {})        # the PodGroup's claims: shared
+        if (podgroup.get("spec") or {}).get("resourceClaims"):
+            tree.podgroup_claims[name] = podgroup
+        tree.roles[name] = RoleSpec(name, len(members), spec, metadata.get("labels") or {})
     if policy.minimum is not None and len(members) < policy.minimum:
         warnings.append(f"{describe(podgroup)}: {len(members)} pods of its minCount {policy.minimum} exist; "
                         f"the gang waits for the rest")

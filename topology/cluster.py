@@ -9,6 +9,7 @@ import numpy as np
 
 from .capacity import Capacity
 from .dra import DeviceModel, allocated_devices, claim_consumers
+from .dra_requests import ClaimDemand, Links, RequestColumns, SharedClaim, shared_claims
 from .nodes import NodeInfo, PodPlacementRules
 from .objects import ClusterObjects
 from .resources import BASE_RESOURCES, ResourceIndex, pod_requests
@@ -76,7 +77,9 @@ class Cluster:
         self.node_index = {node.name: i for i, node in enumerate(self.nodes)}
         self.node_names = [node.name for node in self.nodes]
         self.devices = devices or DeviceModel()
-        dra_total = [self._dra_columns(node, self.devices.counts(node.name)) for node in self.nodes]
+        self.request_columns = RequestColumns(self.devices)
+        self.claim_demand = ClaimDemand(self.devices, self.request_columns)
+        dra_total = [self._dra_columns(node, self._device_counts(node.name)) for node in self.nodes]
         self.resources = ResourceIndex([name for node in self.nodes for name in node.allocatable]
                                        + [name for counts in dra_total for name in counts])
         allocatable = np.zeros((len(self.nodes), len(self.resources)), dtype=np.int64)
@@ -95,6 +98,7 @@ class Cluster:
         self._claims_seen: dict[str, Mapping] = {}
         self._held: dict[str, _Held] = {}
         self._pod_claims: dict[str, set[str]] = {}
+        self.links = self._links(dra_total)
         if self.devices.allocated:
             self.claims_changed(range(len(self.nodes)))
         self.topology_objects = list(topology_objects)
@@ -123,13 +127,41 @@ class Cluster:
                 columns[resource] = columns.get(resource, 0) + counts[name]
         return columns
 
+    def _device_counts(self, node: str, allocated: Mapping | None = None) -> dict[str, int]:
+        """Per class, selector and group column (topology/dra_requests.py): the node's devices (with
+        `allocated`: those still free)."""
+        return self.devices.counts(node, allocated) | self.request_columns.counts(node, allocated)
+
+    def _links(self, dra_total: list[dict[str, int]]) -> Links:
+        """A class column and the extended resource it serves on a node count the same devices there:
+        using or reserving either lowers both (one pool, not two)."""
+        pairs = []
+        for name, resource in self.devices.extended_resources().items():
+            if name not in self.resources.column or resource not in self.resources.column:
+                continue
+            mask = np.fromiter((name in counts and resource not in node.allocatable
+                                for node, counts in zip(self.nodes, dra_total)), dtype=bool, count=len(self.nodes))
+            if mask.any():
+                pairs.append((self.resources.column[name], self.resources.column[resource], mask))
+        return Links(tuple(pairs))
+
+    def linked(self, nodes, rows: np.ndarray) -> np.ndarray:
+        """What rows used on these nodes take from each column (`Links.apply`: one pool of devices)."""
+        return self.links.apply(nodes, rows)
+
+    def claim_columns_missing(self, claim: Mapping | None) -> bool:
+        """Whether an unallocated claim asks a selector or group column this model lacks (a new model counts it)."""
+        if claim is None or ((claim.get("status") or {}).get("allocation")):
+            return False
+        return not self.request_columns.knows(claim.get("spec") or {})
+
     def claims_changed(self, nodes: Iterable[int]) -> None:
         """Apply the model's allocated devices to these nodes' DRA columns (after a claim event)."""
         self._claims_dirty = True
         for i in nodes:
             node = self.nodes[i]
-            total = self._dra_columns(node, self.devices.counts(node.name))
-            free = self._dra_columns(node, self.devices.counts(node.name, self.devices.allocated))
+            total = self._dra_columns(node, self._device_counts(node.name))
+            free = self._dra_columns(node, self._device_counts(node.name, self.devices.allocated))
             used = self.resources.vector({name: total[name] - free.get(name, 0) for name in total})
             self.capacity.use(i, used - self.dra_used[i])
             self.dra_used[i] = used
@@ -168,12 +200,23 @@ class Cluster:
 
     def pod_demand(self, spec: Mapping, namespace: str) -> dict[str, int]:
         """A pending pod's demand: its effective request (pod_requests) and the devices its
-        `spec.resourceClaims` ask from their ResourceClaimTemplates, one column per DeviceClass. The one
+        `spec.resourceClaims` ask from their ResourceClaimTemplates: per DeviceClass, and per selector and group
+        column (topology/dra_requests.py). A claim it names by `resourceClaimName` adds nothing here: allocated,
+        its devices are used; unallocated, the plan counts it once for all its pods (`shared_claims`). The one
         place a pod to plan becomes amounts; a bound pod's devices are its allocated claims' instead."""
         amounts = pod_requests(spec)
-        for device_class, count in self.devices.claim_demand(spec, namespace).items():
-            amounts[device_class] = amounts.get(device_class, 0) + count
+        for column, count in self.claim_demand.demand(spec, namespace).items():
+            amounts[column] = amounts.get(column, 0) + count
         return amounts
+
+    def claim_problems(self, spec: Mapping, namespace: str) -> list[str]:
+        """Why a pod's claims can be allocated on no node (topology/dra_requests.py ClaimDemand.problems)."""
+        return self.claim_demand.problems(spec, namespace)
+
+    def shared_claims(self, namespace: str, roles: Mapping[str, tuple[Mapping, int]]) -> list[SharedClaim]:
+        """The unallocated ResourceClaims that pods of these roles (role -> (pod spec, pods)) name: each is
+        allocated once for all its pods, so the plan counts it once (topology/dra_requests.py)."""
+        return shared_claims(self.devices, self.resources, namespace, roles, self.claim_demand.largest)
 
     def claim_nodes(self, spec: Mapping, namespace: str) -> np.ndarray | None:
         """Nodes where the allocated claims a pod names may be used (None: it names none)."""
@@ -305,9 +348,7 @@ class Cluster:
         """Hold `request` on `node` for `key`; `apart`: the gang, when exclusive gangs keep away from it;
         `pod`: the pod that holds it (hold_for)."""
         self.release(key)
-        if pod is not None:
-            self._set_holder(key, pod)
-        usage = self.reservations[key] = Usage(node, self._holding(key, node, np.asarray(request, dtype=np.int64)))
+        usage = self.reservations[key] = Usage(node, self._holding(key, node, self.linked(node, np.asarray(request, dtype=np.int64))))
         self.capacity.reserve(node, usage.request)
         if apart is not None:
             self.apart[key] = apart
@@ -361,7 +402,7 @@ class Cluster:
         """`reserve` for many keys at once (rows of `requests`); one array update for all of them."""
         for key in keys:
             self.release(key)
-        requests = np.asarray(requests, dtype=np.int64)
+        requests = self.linked(nodes, np.asarray(requests, dtype=np.int64))
         for key, node, request in zip(keys, nodes.tolist(), requests):
             self.reservations[key] = Usage(node, request)
         self.capacity.reserve_many(nodes, requests)

@@ -247,23 +247,6 @@ def _namespaced(obj: Mapping) -> str:
     return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
 
 
-def request_demand(request: Mapping, largest: Callable[[str], int]) -> dict[str, int]:
-    """Class -> devices one claim request asks: `exactly.count` (default 1) of `exactly.deviceClassName`;
-    `allocationMode: All` as the most devices of the class one node has (`largest`); `firstAvailable` as
-    its first alternative."""
-    exactly = request.get("exactly")
-    if exactly is None and request.get("firstAvailable"):
-        exactly = request["firstAvailable"][0]
-    if exactly is None:
-        exactly = request           # v1beta1: the request's own fields
-    device_class = (exactly or {}).get("deviceClassName")
-    if not device_class:
-        return {}
-    if exactly.get("allocationMode") == "All":
-        return {device_class: max(largest(device_class), 1)}
-    return {device_class: int(exactly.get("count") or 1)}
-
-
 def _fits(consumes, available: Mapping[str, dict[str, int]]) -> bool:
     return all(available.get(s, {}).get(c, 0) >= amount for s, counters in consumes for c, amount in counters.items())
 
@@ -379,42 +362,6 @@ class DeviceModel:
                 for name, count in self.counts(node).items():
                     self._largest[name] = max(self._largest.get(name, 0), count)
         return self._largest.get(device_class, 0)
-
-    def _template_requests(self, spec: Mapping, namespace: str):
-        """(claim entry name, template name, template or None, its requests) per template claim of a pod."""
-        for entry in spec.get("resourceClaims") or []:
-            name = (entry or {}).get("resourceClaimTemplateName")
-            if not name:
-                continue
-            template = self.templates.get(f"{namespace}/{name}")
-            requests = (((template or {}).get("spec") or {}).get("spec") or {}).get("devices") or {}
-            yield entry.get("name"), name, template, requests.get("requests") or []
-
-    def claim_demand(self, spec: Mapping, namespace: str) -> dict[str, int]:
-        """Class -> devices a pending pod's `spec.resourceClaims` ask from their ResourceClaimTemplates."""
-        demand: dict[str, int] = {}
-        for _, _, _, requests in self._template_requests(spec, namespace):
-            for request in requests:
-                for device_class, count in request_demand(request, self.largest_count).items():
-                    demand[device_class] = demand.get(device_class, 0) + count
-        return demand
-
-    def claim_problems(self, spec: Mapping, namespace: str) -> list[str]:
-        """Why a pod's template claims can be allocated on no node: the class is missing or skipped, or no
-        node has that many matching devices; last, a missing template (starting with WAITS_FOR: it may
-        yet be created, as kube-scheduler waits for it)."""
-        problems, waiting = [], []
-        for claim, name, template, requests in self._template_requests(spec, namespace):
-            if template is None:
-                waiting.append(f"{WAITS_FOR}ResourceClaimTemplate {namespace}/{name} of claim {claim}, which does not exist")
-                continue
-            for request in requests:
-                for device_class, count in request_demand(request, self.largest_count).items():
-                    where = f"claim {claim} (ResourceClaimTemplate {name}) request {request.get('name')}"
-                    why = self._class_problem(device_class, count)
-                    if why:
-                        problems.append(f"{where} asks {count} of DeviceClass {device_class}: {why}")
-        return problems + waiting            # a role that never fits is not waiting
 
     def _class_problem(self, device_class: str, count: int) -> str | None:
         if device_class not in self.classes:

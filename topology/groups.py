@@ -96,6 +96,9 @@ class GroupTree:
     priority_from_group: bool = False
     warnings: list[str] = field(default_factory=list)
     workload: str = ""                   # the name of the object the user submitted (Job, LWS, PodGroup, ...)
+    # role -> the native PodGroup whose spec.resourceClaims its pods share (DRAWorkloadResourceClaims): a pod
+    # spec of the role names the group's claims (topology/dra_requests.py podgroup_claims)
+    podgroup_claims: dict = field(default_factory=dict)
 
     @property
     def key(self) -> str:

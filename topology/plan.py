@@ -36,6 +36,12 @@ class PlanInput:
     # Roles whose pods repel each other on a coarser level (required pod anti-affinity on a rack or block
     # key): role -> the topology level index; at most one pod of the role per domain of that level.
     one_per_domain: dict[str, int] = field(default_factory=dict)
+    # Column pairs counting the same devices on some nodes (a DRA class and the extended resource it serves,
+    # topology/dra_requests.py Links): a placement lowers both. Empty: every column is its own.
+    links: object = ()
+    # Unallocated ResourceClaims the gang's pods name (topology/dra_requests.py SharedClaim): each is
+    # allocated once, on one node its pods then share; not in the roles' requests.
+    shared: list = field(default_factory=list)
     # False: a refusal skips saying why (reason "does not fit"; the offline simulator asks again only for
     # the refusal it reports). Explained refusals tell in details["never_fits"] whether the gang could
     # fit even in the empty cluster.

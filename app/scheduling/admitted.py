@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from grouper.affinity import required_terms
 from grouper.node_limit import node_limit
+from topology.dra_requests import podgroup_claims
 from topology.groups import GroupTree, RoleSpec
 from topology.resources import pod_requests
 
@@ -66,6 +67,8 @@ def admitted_tree(tree: GroupTree, planned: GroupTree | None, role: str, pod: Ma
                 roles[name] = replace(roles[name], pod_spec=spec.pod_spec)
     spec = AdmittedSpec(pod.get("spec") or {})
     spec.pop("nodeName", None)
+    if role in tree.podgroup_claims:            # the claims its native PodGroup shares (DRAWorkloadResourceClaims)
+        spec["resourceClaims"] = podgroup_claims(tree.podgroup_claims[role], spec)["resourceClaims"]
     metadata = pod.get("metadata") or {}
     labels, namespace = metadata.get("labels") or {}, metadata.get("namespace") or "default"
     spec.pod_terms = required_terms(spec, labels, namespace)

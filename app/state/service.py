@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from grouper import group_workload
 from grouper.kinds import suspended
-from grouper.names import GANG_ANNOTATION, PODGROUP_KEYS, SLOT_ANNOTATION  # noqa: F401 - app.state exports them
+from grouper.names import GANG_ANNOTATION, PODGROUP_KEYS, SLOT_ANNOTATION, reservation_key  # noqa: F401 - app.state exports them
 from grouper.native import scheduling_group
 from grouper.podgroups import is_podgroup
 from topology.cluster import Cluster, is_bound_and_running, pod_key
@@ -216,7 +216,11 @@ class ServiceState:
         if self._dirty or not self.synced_once:
             self._dirty = True
             return
-        for i in self._cluster.claim_changed(before, after):
+        cluster = self._cluster
+        if cluster.claim_columns_missing(after):
+            self._stale()                   # an unallocated claim asking selectors or constraints not counted yet
+            return
+        for i in cluster.claim_changed(before, after):
             self.changes.note_freed(i)
 
     def _devices(self, nodes: Sequence[NodeInfo]) -> DeviceModel:

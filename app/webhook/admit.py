@@ -128,7 +128,7 @@ def _admit_member(pod: Mapping, owner_obj: Mapping, context: Context, dry_run: b
     scheduler = settings.scheduler_name.split(",")[0] if settings.set_scheduler_name and identity.topology else None
     injection = injection_for(identity, tree, scheduler, membership=not is_podgroup(owner_obj))
     mutation = pod_mutation(pod, injection)
-    unmodelled = _unseen_devices(pod) + _unmodelled_spreads(pod)
+    unmodelled = _unmodelled_spreads(pod)
     gate = gate_operations(pod, identity, owner_obj, context.gate, dry_run)
     if not gate and not is_podgroup(owner_obj):     # a PodGroup's grouping here sees this one pod, not the gang
         gate = _unfit_gate(pod, identity, _final_scheduler(pod, scheduler), context, dry_run)
@@ -155,15 +155,6 @@ def _bad_grace(pod: Mapping, owner_obj: Mapping) -> list[str]:
     """Staleness grace periods that are not durations: skipped (as KAI skips them), said at admission."""
     return [f"{problem}; the gang uses the next one set, else the service's --staleness-grace-period"
             for problem in grace_period(owner_obj, [pod])[1]]
-
-
-def _unseen_devices(pod: Mapping) -> list[str]:
-    """Devices claimed through Dynamic Resource Allocation are invisible to the plan."""
-    if not (pod.get("spec") or {}).get("resourceClaims"):
-        return []
-    return ["spec.resourceClaims: devices claimed through Dynamic Resource Allocation (DRA) are not counted by "
-            "the gang's plan, which counts extended resources (nvidia.com/gpu); kube-scheduler may drop the "
-            "nodes planned for this gang and leave it partly bound"]
 
 
 def _unmodelled_spreads(pod: Mapping) -> list[str]:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import conftest
 import dra
 import pytest
+from cluster import E2ECluster
 from app.kube.client import KubeApi, build_api_client
 from workloads import BLOCK, HIGH, LOW, RACK, container, distinct, indexed_job, topology
 
@@ -291,6 +293,160 @@ def test_a_device_class_whose_cel_fails_is_skipped_and_nothing_else_breaks(clust
         cluster.plane.kubectl("delete", "deviceclass", broken, "--ignore-not-found", check=False)
 
 
+# --- counting rules of claims (topology/dra_requests.py) -----------------------------------------------------
+
+A100 = {"productName": "NVIDIA A100-SXM4-80GB", "architecture": "Ampere", "memory": 80 * 2**30}
+
+
+def test_claim_pods_and_extended_resource_pods_of_one_gang_do_not_plan_onto_the_same_devices(cluster, ns):
+    """One rack of 4 nodes x 8 GPUs; one gang (a KAI PodGroup) of two subgroups: 2 pods with a claim of 8 GPUs
+    each and 2 pods asking nvidia.com/gpu: 8. The class column and the extended resource count the same devices:
+    placing a pod of either lowers both, so the plan gives each pod a node of its own, first time."""
+    nodes = ns.add_dra_nodes(ONE_RACK)
+    ns.apply(dra.claim_template("eight", count=8))
+    group = pod_group("mixed", 4)
+    group["spec"]["subGroups"] = [{"name": "claims", "minMember": 2}, {"name": "plugin", "minMember": 2}]
+    ns.apply(group)
+    replans = replans_total(cluster)
+    pods = []
+    for i in range(2):
+        claims = gang_pod(f"claims-{i}", "mixed")
+        with_template(claims["spec"], "eight")
+        plugin = gang_pod(f"plugin-{i}", "mixed", gpus=8)
+        for pod, subgroup in ((claims, "claims"), (plugin, "plugin")):
+            pod["metadata"]["labels"]["kai.scheduler/subgroup-name"] = subgroup
+            pods.append(pod)
+    cluster.create_pods(ns.name, pods)
+    bound = cluster.wait_bound(ns.name, 4, "gang=mixed", timeout=90)
+    assert sorted(p.spec.node_name for p in bound) == sorted(nodes)
+    assert_devices_on_own_nodes(cluster, ns.name, bound, 8)
+    assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
+
+
+def test_a_request_with_selectors_is_planned_on_the_devices_it_selects(cluster, ns):
+    """Each node of the rack has 2 H100s and 6 A100s; each pod's claim asks 2 GPUs whose productName is the
+    H100's (the request's own selector). 8 GPUs a node would take 4 such pods; 2 H100s take one: the 4 pods
+    get a node each, first time (not stacked on one node that kube-scheduler then refuses for 3 of them)."""
+    def mixed(node):
+        return [dra.node_slice(node, [dra.gpu_device(node, m, dra.H100 if m < 2 else A100) for m in range(8)])]
+    nodes = ns.add_dra_nodes(ONE_RACK, slices=mixed)
+    template = dra.claim_template("h100", count=2)
+    template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression":
+        f"device.attributes['gpu.nvidia.com'].productName == '{dra.H100['productName']}'"}}]
+    ns.apply(template)
+    replans = replans_total(cluster)
+    ns.apply(templated_job("h100", 4, "h100", topology(required="rack")))
+    bound = cluster.wait_bound(ns.name, 4, "job-name=h100", timeout=90)
+    assert sorted(p.spec.node_name for p in bound) == sorted(nodes)
+    assert_devices_on_own_nodes(cluster, ns.name, bound, 2)
+    for _, _, device in devices_of_pods(cluster, ns.name, bound):
+        assert device in ("gpu-0", "gpu-1")
+    assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
+
+
+def test_match_attribute_counts_only_devices_that_share_a_pcie_root(cluster, ns):
+    """Each pod's claim asks 4 GPUs on one PCIe root (matchAttribute resource.kubernetes.io/pcieRoot; GPUs 0-3
+    and 4-7 of a node share one). Node 0 has GPUs 0 and 4 taken: 6 free, but 3 per root, so none of its roots
+    serves a claim; the 6 pods go to the other 3 nodes, 2 each, first time."""
+    nodes = ns.add_dra_nodes(ONE_RACK)
+    hold_gpus(cluster, ns, nodes[0], [0, 4])
+    ns.apply(dra.claim_template("root4", count=4, match_attribute=dra.PCIE_ROOT))
+    replans = replans_total(cluster)
+    ns.apply(templated_job("roots", 6, "root4", topology(required="rack")))
+    bound = cluster.wait_bound(ns.name, 6, "job-name=roots", timeout=90)
+    assert Counter(p.spec.node_name for p in bound) == {node: 2 for node in nodes[1:]}
+    plan = gang_plan(cluster, ns.name)
+    assert plan["summary"] == "6 pods x 4 gpu.nvidia.com", plan
+    assert_first_plan(cluster, plan, replans)
+
+
+def test_an_unallocated_claim_shared_by_a_gang_is_counted_once_on_the_node_of_its_pods(cluster, ns):
+    """One gang in a rack of 4 nodes x 8 GPUs: 2 pods naming one unallocated claim of 8 GPUs, and 3 pods asking
+    nvidia.com/gpu: 8. The plan takes the claim's devices once, on the node of its 2 pods, so the other 3 pods
+    get the 3 other nodes (not the claim's node, where kube-scheduler would find no free GPU), first time."""
+    nodes = ns.add_dra_nodes(ONE_RACK)
+    group = pod_group("mixed", 5)
+    group["spec"]["subGroups"] = [{"name": "sharers", "minMember": 2}, {"name": "plugin", "minMember": 3}]
+    ns.apply(dra.claim("shared", count=8), group)
+    replans = replans_total(cluster)
+    pods = []
+    for i in range(2):
+        pod = gang_pod(f"sharer-{i}", "mixed")
+        pod["metadata"]["labels"]["kai.scheduler/subgroup-name"] = "sharers"
+        pod["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "shared"}]
+        pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpus"}], "requests": {"cpu": "1"}}
+        pods.append(pod)
+    for i in range(3):
+        pod = gang_pod(f"plugin-{i}", "mixed", gpus=8)
+        pod["metadata"]["labels"]["kai.scheduler/subgroup-name"] = "plugin"
+        pods.append(pod)
+    cluster.create_pods(ns.name, pods)
+    bound = cluster.wait_bound(ns.name, 5, "gang=mixed", timeout=90)
+    where = {p.metadata.name: p.spec.node_name for p in bound}
+    (node,) = {where["sharer-0"], where["sharer-1"]}
+    assert sorted(where[f"plugin-{i}"] for i in range(3)) == sorted(set(nodes) - {node})
+    shared = cluster.resource("resourceclaims", "shared", ns.name)
+    assert {pool for _, pool, _ in dra.allocated_devices(shared)} == {node}
+    assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
+
+
+# --- a native PodGroup's claims (DRAWorkloadResourceClaims, alpha in v1.36, off by default) ------------------------
+
+@pytest.fixture(scope="module")
+def claims_cluster(tmp_path_factory):
+    """A control plane with the native gates and DRAWorkloadResourceClaims on (PodGroup spec.resourceClaims kept
+    by the API server, one claim made per PodGroup), with NVIDIA's DeviceClasses."""
+    for plane in conftest._plane(tmp_path_factory, True, "DRAWorkloadResourceClaims=true"):
+        e2e = E2ECluster(plane)
+        try:
+            e2e.install()
+            e2e.apply([dra.device_class(), dra.device_class(dra.MIG_CLASS, dra.MIG_SELECTOR, None)])
+            yield e2e
+        finally:
+            e2e.stop()
+
+
+@pytest.fixture
+def claims_ns(claims_cluster, request):
+    yield from conftest._namespace(claims_cluster, request)
+
+
+def test_a_native_podgroups_claim_is_planned_once_for_its_pods(claims_cluster, claims_ns):
+    """A native PodGroup of 2 pods with spec.resourceClaims: one claim of 8 GPUs from a template, which each
+    member pod names too. The resourceclaim controller makes one claim for the PodGroup (not one per pod);
+    the plan counts it once, on node 0, the one with 8 free GPUs (nodes 1-3 have 2 taken), with both pods there."""
+    cluster, ns = claims_cluster, claims_ns
+    nodes = ns.add_dra_nodes(ONE_RACK)
+    for i, node in enumerate(nodes[1:]):
+        hold_gpus(cluster, ns, node, [0, 1], name=f"held-{i}")
+    ns.apply(dra.claim_template("eight", count=8))
+    entry = {"name": "gpus", "resourceClaimTemplateName": "eight"}
+    ns.apply({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "pg"},
+              "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                       "schedulingConstraints": {"topology": [{"key": RACK}]}, "resourceClaims": [entry]}})
+    made = wait_for(lambda: (cluster.custom.get_namespaced_custom_object(
+        "scheduling.k8s.io", "v1alpha2", ns.name, "podgroups", "pg").get("status") or {}).get("resourceClaimStatuses"),
+        "the PodGroup's claim made")
+    (claim_name,) = [s["resourceClaimName"] for s in made]
+    replans = replans_total(cluster)
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"m{i}", "labels": {"gang": "pg"}},
+             "spec": {"schedulerName": "tas-scheduler", "schedulingGroup": {"podGroupName": "pg"},
+                      "resourceClaims": [entry],
+                      "containers": [{**container(0), "resources": {"claims": [{"name": "gpus"}],
+                                                                     "requests": {"cpu": "1"}}}]}}
+            for i in range(2)]
+    cluster.create_pods(ns.name, pods)
+    bound = cluster.wait_bound(ns.name, 2, "gang=pg", timeout=90)
+    assert {p.spec.node_name for p in bound} == {nodes[0]}
+    claim = cluster.resource("resourceclaims", claim_name, ns.name)
+    assert len(dra.allocated_devices(claim)) == 8
+    assert {pool for _, pool, _ in dra.allocated_devices(claim)} == {nodes[0]}
+    made_from_template = [c for c in cluster.resources("resourceclaims", ns.name)
+                          if not c["metadata"]["name"].startswith("held-")]
+    assert [c["metadata"]["name"] for c in made_from_template] == [claim_name]
+    assert_first_plan(cluster, gang_plan(cluster, ns.name), replans)
+
+
 # --- helpers ---------------------------------------------------------------------------------------------------
 
 def plain_pod(name: str, gpus: int, selector: dict, labels: dict | None = None) -> dict:
@@ -376,6 +532,21 @@ def hold_one_partition_per_gpu(cluster, ns, node: str) -> None:
     cluster.wait_bound(ns.name, 1, "app=busy")
     devices = [d for m in range(8) for d in allocated(cluster, ns.name, f"part-{m}")]
     assert len({device.split("-mig-")[0] for _, _, device in devices}) == 8
+
+
+def hold_gpus(cluster, ns, node: str, minors: list[int], name: str = "held") -> None:
+    """A pod of the default scheduler on `node` holding these full GPUs (one claim `name` selecting them by uuid)."""
+    held = dra.claim(name, len(minors))
+    uuids = ", ".join(f"'{dra.gpu_uuid(node, m)}'" for m in minors)
+    held["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression":
+        f"device.attributes['gpu.nvidia.com'].uuid in [{uuids}]"}}]
+    ns.apply(held)
+    pod = plain_pod(f"{name}-pod", 0, {"kubernetes.io/hostname": node}, labels={"app": name})
+    pod["spec"]["resourceClaims"] = [{"name": "held", "resourceClaimName": name}]
+    pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "held"}]}
+    ns.apply(pod)
+    cluster.wait_bound(ns.name, 1, f"app={name}")
+    assert sorted(d for _, _, d in allocated(cluster, ns.name, name)) == sorted(f"gpu-{m}" for m in minors)
 
 
 def scheduled_message(cluster, namespace: str, pod: str) -> str:

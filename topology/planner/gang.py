@@ -14,6 +14,7 @@ from .layout import ROOT, Layout, layout_for
 from .place import Placer
 from .policies import policy_named
 from .rank import leaf_spans, placements, rank_of
+from .shared import plan_shared
 from .state import State
 
 SEARCH_BUDGET = 256          # candidate tries before the search stops reconsidering placed groups
@@ -130,6 +131,13 @@ def _check(inp: PlanInput) -> None:
 
 
 def _plan(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
+    """The plan; with unallocated claims the gang's pods share, on a node chosen for each (shared.py)."""
+    if inp.shared:
+        return plan_shared(inp, lambda trial: _plan_plain(trial, scope))
+    return _plan_plain(inp, scope)
+
+
+def _plan_plain(inp: PlanInput, scope: tuple[int, int] | None) -> Plan:
     """The plan; when siblings were allotted by exact packing, the plan without it if that places more
     pods in all (a domain packed for the most pods at home can leave fewer room elsewhere)."""
     plan = _plan_once(inp, scope, exact=True)
@@ -146,7 +154,8 @@ def _plan_once(inp: PlanInput, scope: tuple[int, int] | None, exact: bool) -> Pl
                      else inp.usable.get(role, np.ones(len(inp.node_names), dtype=bool)))
               for role in inp.requests}
     root, table = _analysed(inp, layout)
-    state = State(layout, inp.free, inp.requests, usable, len(table.slots), inp.per_node, inp.one_per_domain)
+    state = State(layout, inp.free, inp.requests, usable, len(table.slots), inp.per_node, inp.one_per_domain,
+                  links=inp.links)
     for slot_id, node in table.bound.items():
         state.add_bound(slot_id, node, table.slots[slot_id].role)
     policy = policy_named(inp.tree.strategy or inp.strategy)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..cluster import Cluster
+from ..dra_requests import RESERVED_FOR_MAX
 from ..groups import GroupTree, Slot
 from ..nodes import PodPlacementRules
 from ..plan import Plan, PlanInput
@@ -56,7 +57,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
             allowed, reason = restricted[role]
             _count(excluded, reason, int((mask & ~allowed).sum()))
             mask = mask & allowed
-        problems = cluster.devices.claim_problems(spec, tree.namespace)
+        problems = cluster.claim_problems(spec, tree.namespace)
         if problems:
             unplaceable[role] = "; ".join(problems)
             mask = possible[role] = np.zeros(node_count, dtype=bool)
@@ -66,6 +67,16 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
         usable[role] = mask
         for reason, count in _exclusions(cluster, rules, usable[role] if role not in unplaceable else cluster.usable(rules)).items():
             excluded[reason] = max(excluded.get(reason, 0), count)
+    pods = {}
+    for slot in tree.slots():
+        pods[slot.role] = pods.get(slot.role, 0) + 1
+    shared = cluster.shared_claims(tree.namespace, {role: (tree.pod_spec(role), pods.get(role, 0)) for role in requests})
+    for claim in shared:
+        if claim.pods > RESERVED_FOR_MAX and not claim.podgroup:
+            for role in claim.roles:
+                unplaceable.setdefault(role, f"{claim.where} is named by {claim.pods} pods, more than the "
+                                             f"{RESERVED_FOR_MAX} one claim can be reserved for")
+                usable[role] = possible[role] = np.zeros(node_count, dtype=bool)
     if topology is not None:
         for reason, count in _tree_exclusions(topology).items():
             _count(excluded, reason, count)
@@ -76,6 +87,7 @@ def build_plan_input(cluster: Cluster, tree: GroupTree, *, strategy: str = "binp
         requests=requests, usable=usable, bound=dict(bound or {}), strategy=strategy,
         occupied=occupied_masks(topology, occupied_nodes), excluded=excluded, unplaceable=unplaceable,
         allocatable=cluster.capacity.allocatable, possible=possible, per_node=dict(per_node or {}),
+        links=cluster.links, shared=shared,
         one_per_domain={role: topology.level_index(level) for role, level in (one_per_domain or {}).items()
                         if topology is not None},
         explain=explain)

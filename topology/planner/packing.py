@@ -88,17 +88,27 @@ def fill_packed(state: State, leaf: GroupInfo, level: int, domain: int, siblings
 
 
 def packable(state: State, nodes: np.ndarray, roles: list[str]) -> bool:
-    """Whether the search may pack these roles on these nodes: few of each, no role kept apart."""
+    """Whether the search may pack these roles on these nodes: few of each, no role kept apart, and linked
+    columns (a DRA class and its extended resource) linked on all of the nodes or on none."""
     return nodes.size <= NODES and len(roles) <= ROLES \
-        and not any(role in state.per_node or role in state.apart for role in roles)
+        and not any(role in state.per_node or role in state.apart for role in roles) \
+        and (not any(role in state.linked for role in roles)
+             or all(mask[nodes].all() or not mask[nodes].any() for _, _, mask in state.links.pairs))
+
+
+def _used_rows(state: State, nodes: np.ndarray, roles: list[str]) -> list[np.ndarray]:
+    """Each role's row as a pod uses it on these nodes (`packable`: links alike on all of them)."""
+    return [state.links.apply(nodes[:1], state.request[role]) if role in state.linked else state.request[role]
+            for role in roles]
 
 
 def most_inside(state: State, nodes: np.ndarray, roles: list[str], least: list[int],
                 most: list[int]) -> list[list[int]] | None:
     """`most_pods` on the nodes as the state sees them (roles in `roles` order)."""
-    columns = np.unique(np.concatenate([state.columns[role] for role in roles]))
+    rows = _used_rows(state, nodes, roles)
+    columns = np.unique(np.concatenate([np.flatnonzero(row > 0) for row in rows]))
     return most_pods([tuple(row) for row in state.free[nodes][:, columns].tolist()],
-                     [tuple(state.request[role][columns].tolist()) for role in roles],
+                     [tuple(row[columns].tolist()) for row in rows],
                      [[int(state.fit[role][node]) for role in roles] for node in nodes.tolist()], least, most)
 
 

@@ -15,8 +15,9 @@ FIT_CAP = 1 << 30          # a role requesting nothing fits "unboundedly"; keep 
 class State:
     def __init__(self, layout: Layout, free: np.ndarray, requests: Mapping[str, np.ndarray],
                  usable: Mapping[str, np.ndarray], slot_count: int = 0, per_node: Mapping[str, int] | None = None,
-                 one_per_domain: Mapping[str, int] | None = None):
+                 one_per_domain: Mapping[str, int] | None = None, links=()):
         self.layout = layout
+        self.links = links                   # Links (topology/dra_requests.py): columns one placement lowers together
         self.per_node = dict(per_node or {})                          # role -> most of its pods on one node
         self.limited = np.zeros(layout.node_count, dtype=np.int64)   # pods of those roles per node
         # role -> (level, pods of the role per domain of that level): one pod per domain
@@ -26,6 +27,7 @@ class State:
         self.roles = list(requests)
         self.request = {role: np.asarray(requests[role], dtype=np.int64) for role in self.roles}
         self.columns = {role: np.flatnonzero(self.request[role] > 0) for role in self.roles}
+        self.linked = {role for role in self.roles if links and links.touches(self.request[role])}
         self.allowed = {role: np.asarray(usable[role], dtype=bool) & layout.member for role in self.roles}
         self.blocked = np.zeros(layout.node_count, dtype=bool)
         self.gang = np.zeros(layout.node_count, dtype=np.int64)      # this gang's pods per node
@@ -141,7 +143,10 @@ class State:
         self._log.append(("unplace", role, ids, nodes))
 
     def _apply(self, role: str, nodes: np.ndarray, pods: np.ndarray, sign: int) -> None:
-        self.free[nodes] -= sign * pods[:, None] * self.request[role][None, :]
+        taken = pods[:, None] * self.request[role][None, :]
+        if role in self.linked:
+            taken = self.links.apply(nodes, taken)
+        self.free[nodes] -= sign * taken
         self.gang[nodes] += sign * pods
         if role in self.per_node:
             self.limited[nodes] += sign * pods

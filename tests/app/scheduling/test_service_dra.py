@@ -123,3 +123,24 @@ def test_pods_naming_an_allocated_claim_are_planned_on_the_nodes_of_its_allocati
     detail = client.get(f"/debug/plans/{gang}").json()
     assert {s["node"] for s in detail["slots"]} == {"node-07"}, detail["slots"]
     assert detail["summary"] == "2 pods x 1 cpu"              # no new devices: the claim's are counted
+
+
+def test_a_claim_allocated_for_a_planned_pod_before_its_binding_is_not_counted_twice():
+    """kube-scheduler allocates a pod's claim (here the claim it makes for nvidia.com/gpu: 8) in PreBind, before
+    it binds the pod: from that claim event the devices are the claim's, and the pod's slot reservation no
+    longer holds them too (the node would look overbooked and its held slots be re-planned)."""
+    job = indexed_job("llama", pods=4, gpus=8, required="rack", segment=None)
+    client = make_client(job, objects=dra_cluster())
+    pod = job_pods(job)[0]
+    (node,) = filter_(client, pod)["NodeNames"]
+    state = service(client)
+    index, column = state.cluster.node_index[node], state.cluster.resources.column[GPU]
+    assert state.cluster.capacity.free[index, column] == 0                 # held for the planned pod
+    claim = dra_claim(f"{pod['metadata']['name']}-gpu", pod["metadata"]["namespace"], node,
+                      [f"gpu-{i}" for i in range(8)])
+    claim["status"]["reservedFor"] = [{"resource": "pods", "name": pod["metadata"]["name"],
+                                       "uid": pod["metadata"].get("uid", "")}]
+    response = client.post("/debug/objects", content=yaml.safe_dump(claim), headers={"content-type": "application/yaml"})
+    assert response.status_code == 200, response.text
+    assert state.cluster.capacity.free[index, column] == 0                 # not -8
+    assert state.cluster.capacity.free[index, state.cluster.resources.column["gpu.nvidia.com"]] == 0
