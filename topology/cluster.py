@@ -348,7 +348,10 @@ class Cluster:
         """Hold `request` on `node` for `key`; `apart`: the gang, when exclusive gangs keep away from it;
         `pod`: the pod that holds it (hold_for)."""
         self.release(key)
-        usage = self.reservations[key] = Usage(node, self._holding(key, node, self.linked(node, np.asarray(request, dtype=np.int64))))
+        if pod is not None:
+            self._set_holder(key, pod)
+        request = self.linked(node, np.asarray(request, dtype=np.int64))
+        usage = self.reservations[key] = Usage(node, self._holding(key, node, request))
         self.capacity.reserve(node, usage.request)
         if apart is not None:
             self.apart[key] = apart
