@@ -238,7 +238,7 @@ def dra_claim(name: str, namespace: str, node: str, devices: list[str], request:
 
 # ---- the demo's DRA rack: what NVIDIA's DRA driver publishes (names as in kubernetes-sigs/dra-driver-nvidia-gpu) ----
 
-DRA_RACK = ("zone-b", "b-block-2", "b-block-2-rack-3")
+DRA_RACK = ("zone-b", "b-block-3", "b-block-3-rack-1")
 DRA_RACK_NODES = (33, 34, 35, 36)
 DRA_MIG_NODE = 35                       # its GPUs are partitionable: a whole GPU or two 3g.40gb instances
 H100_MEMORY = 80 * 2**30
@@ -296,7 +296,7 @@ def nvidia_slices(node: str, gpus: int = 8, mig: bool = False) -> list[dict]:
 
 
 def dra_rack_objects() -> list[dict]:
-    """Nodes 33-36 (rack b-block-2-rack-3) without nvidia.com/gpu in allocatable, their ResourceSlices,
+    """Nodes 33-36 (block b-block-3, one rack) without nvidia.com/gpu in allocatable, their ResourceSlices,
     the driver's DeviceClasses (`gpu.nvidia.com` serving nvidia.com/gpu, `mig.nvidia.com`), and two running
     pods with their allocated claims: 4 GPUs of node-33 (asked as nvidia.com/gpu: 4, in the claim
     kube-scheduler made), and one 3g.40gb instance of node-35's gpu-0 (a claim template's), which takes

@@ -1,5 +1,5 @@
 """The comparison policies on small hand-checkable cases (demo cluster: 2 zones x 2 blocks x 2 racks x
-4 nodes of 8 GPUs, and a rack of DRA nodes in b-block-2; node-01/02 have 4 GPUs used, node-09, 25, 26 are
+4 nodes of 8 GPUs, and a block of one rack of DRA nodes in zone-b; node-01/02 have 4 GPUs used, node-09, 25, 26 are
 full, node-17/18 have 2 used, node-16 is NotReady and node-24 tainted). Counts of the whole cluster or of
 its best block are derived from the cluster, not written down."""
 from __future__ import annotations
@@ -103,7 +103,7 @@ def test_bestfit_refuses_a_required_level_that_is_too_small(demo_cluster):
 
 
 def test_bestfit_climbs_from_a_preferred_level(demo_cluster):
-    # no rack (max 4) holds 8: the tightest domain above that does is in zone-b (b-block-2 and its DRA rack)
+    # no rack (max 4) holds 8: the tightest domain above that does is in zone-b (its blocks and its DRA rack)
     plan = KueueBestFit().place(demo_cluster, gang(8, preferred="rack"))
     assert plan.placed and len(plan.slots) == 8
     assert domains(demo_cluster, plan, "zone") == {"zone-b"}
