@@ -58,7 +58,7 @@ class Cluster:
             self.dra_columns[i, [self.resources.column[name] for name in counts]] = True
         self.dra_used = np.zeros_like(allocatable)
         if self.devices.allocated:
-            self.claims_changed(range(len(self.nodes)))
+            self.claims_changed(sorted(self.node_index[n] for n in self.devices.allocated_nodes() if n in self.node_index))
         self.topology_objects = list(topology_objects)
         self.topologies = build_trees(self.topology_objects, self.nodes)
         self.pods: dict[str, Usage] = {}
@@ -86,6 +86,28 @@ class Cluster:
             used = self.resources.vector({name: total[name] - free.get(name, 0) for name in total})
             self.capacity.use(i, used - self.dra_used[i])
             self.dra_used[i] = used
+
+    def devices_changed(self, nodes: Iterable[int]) -> bool:
+        """Apply the model's device counts to these nodes' rows in place (after a slice or class event):
+        allocatable, then the devices claims use. False, changing nothing, when a node would count a DRA
+        column it does not count yet (a new column, or one its bound pods' requests were counted in): that
+        needs a new Cluster."""
+        nodes = list(nodes)
+        totals = [self._dra_columns(self.nodes[i], self.devices.counts(self.nodes[i].name)) for i in nodes]
+        for i, total in zip(nodes, totals):
+            for name in total:
+                column = self.resources.column.get(name)
+                if column is None or not self.dra_columns[i, column]:
+                    return False
+        for i, total in zip(nodes, totals):
+            node = self.nodes[i]
+            row = self.capacity.allocatable[i].copy()
+            for column in np.flatnonzero(self.dra_columns[i]):
+                name = self.resources.names[column]
+                row[column] = node.allocatable.get(name, 0) + total.get(name, 0)
+            self.capacity.set_allocatable(i, row)
+        self.claims_changed(nodes)
+        return True
 
     @classmethod
     def from_objects(cls, objects: ClusterObjects) -> "Cluster":

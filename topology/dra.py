@@ -11,7 +11,8 @@ the class), and, on a node whose allocatable lacks it, the class's `extendedReso
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import cel
@@ -61,27 +62,8 @@ def _qualified(name: str, driver: str) -> tuple[str, str]:
     return (domain or driver), short
 
 
-@dataclass(frozen=True)
-class Device:
-    driver: str
-    pool: str
-    name: str
-    attributes: Mapping        # domain -> name -> value, as CEL sees them
-    capacity: Mapping          # domain -> name -> milli-units
-    consumes: tuple[tuple[str, Mapping[str, int]], ...] = ()    # (counter set, counter -> amount)
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return self.driver, self.pool, self.name
-
-    def cel_value(self) -> dict:
-        return {"driver": self.driver, "attributes": self.attributes, "capacity": self.capacity}
-
-
-def _device(raw: Mapping, driver: str, pool: str, where: str) -> Device:
-    name = raw.get("name")
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"{where}.name is required (a non-empty string)")
+def _attributes(raw: Mapping, driver: str, where: str = "device") -> dict[str, dict]:
+    """domain -> name -> value, as CEL sees `device.attributes` (the driver's domain always present)."""
     attributes: dict[str, dict] = {driver: {}}
     for attr, value in (raw.get("attributes") or {}).items():
         domain, short = _qualified(attr, driver)
@@ -89,14 +71,73 @@ def _device(raw: Mapping, driver: str, pool: str, where: str) -> Device:
             attributes.setdefault(domain, {})[short] = _attribute_value(value or {})
         except ValueError as err:
             raise ValueError(f"{where}.attributes[{attr!r}]: {err}") from None
+    return attributes
+
+
+def _capacity(raw: Mapping, driver: str) -> dict[str, dict]:
+    """domain -> name -> milli-units, as CEL sees `device.capacity`."""
     capacity: dict[str, dict] = {driver: {}}
     for cap, value in (raw.get("capacity") or {}).items():
         domain, short = _qualified(cap, driver)
         capacity.setdefault(domain, {})[short] = _quantity((value or {}).get("value", 0))
+    return capacity
+
+
+class Device:
+    """One published device. A model keeps per device only what counting needs: its key, the counters it
+    consumes (shared between devices that consume the same), and a digest of what CEL sees (its driver,
+    attributes and capacity: the key of its cached CEL answers). Its attributes and capacity are read from
+    the slice's own object when asked (`raw`, not copied), so a model holds no per-device maps."""
+
+    __slots__ = ("driver", "pool", "name", "consumes", "digest", "raw")
+
+    def __init__(self, driver: str, pool: str, name: str, raw: Mapping,
+                 consumes: tuple[tuple[str, Mapping[str, int]], ...] = (), digest: bytes = b""):
+        self.driver, self.pool, self.name, self.raw = driver, pool, name, raw
+        self.consumes = consumes            # (counter set, counter -> amount)
+        self.digest = digest or _digest(driver, raw)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.driver, self.pool, self.name
+
+    @property
+    def attributes(self) -> dict[str, dict]:
+        return _attributes(self.raw, self.driver)
+
+    @property
+    def capacity(self) -> dict[str, dict]:
+        return _capacity(self.raw, self.driver)
+
+    def cel_value(self) -> dict:
+        return {"driver": self.driver, "attributes": self.attributes, "capacity": self.capacity}
+
+    def __repr__(self) -> str:
+        return f"Device({self.driver}/{self.pool}/{self.name})"
+
+
+def _digest(driver: str, raw: Mapping) -> bytes:
+    """What CEL sees of a device, hashed: equal digests, equal answers for every expression."""
+    seen = repr((driver, raw.get("attributes"), raw.get("capacity"))).encode()
+    return hashlib.blake2b(seen, digest_size=16).digest()
+
+
+def _device(raw: Mapping, driver: str, pool: str, where: str, shared: dict | None = None) -> Device:
+    """A device of a slice, its attributes and capacity checked (an invalid one raises ValueError naming
+    the field). `shared` interns equal names and counter maps between devices (DeviceCache.shared)."""
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where}.name is required (a non-empty string)")
+    _attributes(raw, driver, where)
+    _capacity(raw, driver)
     consumes = tuple((str(c.get("counterSet")), {k: _quantity((v or {}).get("value", 0))
                                                 for k, v in (c.get("counters") or {}).items()})
                      for c in raw.get("consumesCounters") or [])
-    return Device(driver, pool, name, attributes, capacity, consumes)
+    if shared is not None:
+        name = shared.setdefault(name, name)
+        if consumes:
+            consumes = shared.setdefault(repr(consumes), consumes)
+    return Device(driver, pool, name, raw, consumes)
 
 
 @dataclass
@@ -148,6 +189,53 @@ def selectors_match(programs: Sequence, device: Device) -> bool:
     return True
 
 
+# --- what survives a new model: CEL answers per (class selectors, device content), parsed slices ----------
+
+class DeviceCache:
+    """Kept from one DeviceModel to the next (ServiceState hands the old model's to the new one), so that a
+    rebuild (a node added, a relist) evaluates CEL only for devices or classes it has not seen and parses
+    only slices that changed. A class's answers are keyed by its expressions, a device's by the digest of
+    what CEL sees: a changed slice or class finds no answer and is evaluated again."""
+
+    def __init__(self) -> None:
+        self.answers: dict[tuple[str, ...], dict[bytes, bool | str]] = {}   # expressions -> digest -> answer
+        self.slices: dict[int, tuple[Mapping, "ParsedSlice"]] = {}          # id(slice object) -> (it, parsed)
+        self.shared: dict = {}              # equal device names and counter maps, interned
+        self.evaluations = 0                # CEL evaluations made (a miss of the cache)
+
+    def match(self, info: ClassInfo, device: Device) -> bool:
+        """Whether the device matches the class (cached); an evaluation error raises ValueError."""
+        answers = self.answers.setdefault(info.expressions, {})
+        answer = answers.get(device.digest)
+        if answer is None:
+            self.evaluations += 1
+            try:
+                answer = selectors_match(info.programs, device)
+            except ValueError as err:
+                answer = str(err)
+            answers[device.digest] = answer
+        if isinstance(answer, str):
+            raise ValueError(answer)
+        return answer
+
+    def parsed(self, obj: Mapping) -> "ParsedSlice":
+        hit = self.slices.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        parsed = ParsedSlice.of(obj, self.shared)
+        self.slices[id(obj)] = (obj, parsed)
+        return parsed
+
+    def keep(self, slices: Iterable[Mapping], classes: Iterable[ClassInfo], devices: Iterable[Device]) -> None:
+        """Forget what no longer exists (after a full build): other slices, classes and device contents."""
+        kept = {id(o) for o in slices}
+        self.slices = {k: v for k, v in self.slices.items() if k in kept}
+        expressions = {c.expressions for c in classes}
+        digests = {d.digest for d in devices}
+        self.answers = {e: {d: a for d, a in answers.items() if d in digests}
+                        for e, answers in self.answers.items() if e in expressions}
+
+
 # --- slices and pools ------------------------------------------------------------------------------
 
 @dataclass
@@ -158,6 +246,40 @@ class Pool:
     all_nodes: bool = False                      # a slice of it has allNodes
 
 
+@dataclass
+class ParsedSlice:
+    """A ResourceSlice as the model reads it (independent of the nodes; cached per object)."""
+    name: str
+    key: tuple[str, str]                         # (driver, pool)
+    generation: int | None                       # None: unreadable (see problems)
+    spec: Mapping
+    devices: list[Device]
+    counters: dict[str, dict[str, int]]
+    problems: list[str]
+
+    @classmethod
+    def of(cls, obj: Mapping, shared: dict | None = None) -> "ParsedSlice":
+        name = (obj.get("metadata") or {}).get("name")
+        spec = obj.get("spec") or {}
+        pool = spec.get("pool") or {}
+        key = (str(spec.get("driver") or ""), str(pool.get("name") or ""))
+        try:
+            generation: int | None = int(pool.get("generation") or 0)
+        except (TypeError, ValueError):
+            return cls(str(name), key, None, spec, [], {}, [
+                f"ResourceSlice {name!r}: spec.pool.generation={pool.get('generation')!r} is not an integer"])
+        counters = {str(c.get("name")): {k: _quantity((v or {}).get("value", 0))
+                                         for k, v in (c.get("counters") or {}).items()}
+                    for c in spec.get("sharedCounters") or []}
+        devices, problems = [], []
+        for i, raw in enumerate(spec.get("devices") or []):
+            try:
+                devices.append(_device(raw, key[0], key[1], f"ResourceSlice {name!r}: spec.devices[{i}]", shared))
+            except ValueError as err:
+                problems.append(str(err))
+        return cls(str(name), key, generation, spec, devices, counters, problems)
+
+
 def _term_matches(node: NodeInfo, term: Mapping) -> bool:
     fields = {"metadata.name": node.name}
     return bool(term.get("matchExpressions") or term.get("matchFields")) and \
@@ -165,7 +287,7 @@ def _term_matches(node: NodeInfo, term: Mapping) -> bool:
         all(_expression_matches(fields, e) for e in term.get("matchFields") or [])
 
 
-def _slice_nodes(spec: Mapping, nodes: Sequence[NodeInfo]) -> frozenset[str] | None:
+def _slice_nodes(spec: Mapping, nodes: Iterable[NodeInfo]) -> frozenset[str] | None:
     if spec.get("nodeName"):
         return frozenset([spec["nodeName"]])
     if spec.get("allNodes"):
@@ -176,43 +298,38 @@ def _slice_nodes(spec: Mapping, nodes: Sequence[NodeInfo]) -> frozenset[str] | N
     return frozenset()            # perNodeAllocation / counters-only slice: places no device by itself
 
 
-def build_pools(slices: Iterable[Mapping], nodes: Sequence[NodeInfo]) -> tuple[dict, list[str]]:
-    """(driver, pool) -> Pool of the newest generation; and the problems of slices that could not be read."""
-    newest: dict[tuple[str, str], int] = {}
-    readable = []
-    problems = []
-    for obj in slices:
-        name = (obj.get("metadata") or {}).get("name")
-        spec = obj.get("spec") or {}
-        pool = spec.get("pool") or {}
-        key = (str(spec.get("driver") or ""), str(pool.get("name") or ""))
-        try:
-            generation = int(pool.get("generation") or 0)
-        except (TypeError, ValueError):
-            problems.append(f"ResourceSlice {name!r}: spec.pool.generation={pool.get('generation')!r} is not an integer")
+def assemble_pool(slices: Iterable[ParsedSlice], nodes: Iterable[NodeInfo]) -> Pool | None:
+    """One pool from its readable slices: those of its newest generation (None: it has none)."""
+    readable = [s for s in slices if s.generation is not None]
+    if not readable:
+        return None
+    newest = max(s.generation for s in readable)
+    pool = Pool()
+    placed: set[str] = set()
+    for parsed in readable:
+        if parsed.generation != newest:
             continue
-        readable.append((obj, spec, key, generation))
-        newest[key] = max(newest.get(key, generation), generation)
-    pools: dict[tuple[str, str], Pool] = {}
-    for obj, spec, key, generation in readable:
-        if generation != newest[key]:
-            continue
-        name = (obj.get("metadata") or {}).get("name")
-        pool = pools.setdefault(key, Pool())
-        for counter_set in spec.get("sharedCounters") or []:
-            pool.counters[str(counter_set.get("name"))] = {
-                k: _quantity((v or {}).get("value", 0)) for k, v in (counter_set.get("counters") or {}).items()}
-        placed = _slice_nodes(spec, nodes)
-        if spec.get("devices"):
-            if placed is None:
+        pool.counters.update(parsed.counters)
+        if parsed.spec.get("devices"):
+            where = _slice_nodes(parsed.spec, nodes)
+            if where is None:
                 pool.all_nodes = True
             else:
-                pool.nodes |= placed
-        for i, raw in enumerate(spec.get("devices") or []):
-            try:
-                pool.devices.append(_device(raw, key[0], key[1], f"ResourceSlice {name!r}: spec.devices[{i}]"))
-            except ValueError as err:
-                problems.append(str(err))
+                placed |= where
+        pool.devices.extend(parsed.devices)
+    pool.nodes = frozenset(placed)
+    return pool
+
+
+def build_pools(slices: Iterable[Mapping], nodes: Sequence[NodeInfo]) -> tuple[dict, list[str]]:
+    """(driver, pool) -> Pool of the newest generation; and the problems of slices that could not be read."""
+    by_pool: dict[tuple[str, str], list[ParsedSlice]] = {}
+    for obj in slices:
+        parsed = ParsedSlice.of(obj)
+        by_pool.setdefault(parsed.key, []).append(parsed)
+    pools = {key: pool for key, parsed in by_pool.items() if (pool := assemble_pool(parsed, nodes)) is not None}
+    problems = [p for parsed in by_pool.values() for s in parsed for p in s.problems
+                if s.generation is None or s.generation == max(x.generation for x in parsed if x.generation is not None)]
     return pools, problems
 
 
@@ -263,7 +380,7 @@ def _take(consumes, available: dict[str, dict[str, int]]) -> None:
             available.setdefault(counter_set, {})[counter] = available.get(counter_set, {}).get(counter, 0) - amount
 
 
-def free_count(devices: Sequence[Device], pool: Pool, taken: set, busy: Iterable[Device] = ()) -> int:
+def free_count(devices: Sequence[Device], pool: Pool, taken: Collection, busy: Iterable[Device] = ()) -> int:
     """How many of `devices` (one class's, in name order) can be allocated together: not in `taken`, and
     within the counters left after the `busy` devices of the pool consumed theirs (greedy)."""
     available = {s: dict(c) for s, c in pool.counters.items()}
@@ -281,45 +398,195 @@ def free_count(devices: Sequence[Device], pool: Pool, taken: set, busy: Iterable
 
 
 class DeviceModel:
-    """Per node and DeviceClass: how many matching devices exist and how many are free. CEL results are
-    kept per (class, device) across claim events; a class or slice change builds a new model."""
+    """Per node and DeviceClass: how many matching devices exist and how many are free. Kept in place on
+    events: a ResourceSlice's (`apply_slice`: its pool assembled again), a DeviceClass's (`apply_class`:
+    that class matched again) and a ResourceClaim's (`apply_claim`); each returns the nodes whose counts it
+    may have changed. CEL answers per (class, device content) and parsed slices live in `cache`, which a
+    new model takes over from the old one (ServiceState), so a rebuild evaluates only what it has not seen.
+    Pools are indexed by node; a node's device counts are kept until an event touches it."""
 
     def __init__(self, classes: Iterable[Mapping] = (), slices: Iterable[Mapping] = (),
-                 claims: Iterable[Mapping] = (), nodes: Sequence[NodeInfo] = (), templates: Iterable[Mapping] = ()):
+                 claims: Iterable[Mapping] = (), nodes: Sequence[NodeInfo] = (), templates: Iterable[Mapping] = (),
+                 cache: DeviceCache | None = None):
+        self.cache = cache if cache is not None else DeviceCache()
         self.templates = {_namespaced(t): t for t in templates}
         self.classes = {c.name: c for c in map(_class_info, classes) if c.name}
-        self.pools, self.problems = build_pools(slices, nodes)
-        self.node_names = [n.name for n in nodes]
+        self.nodes = {n.name: n for n in nodes}
+        self.node_names = list(self.nodes)
+        slice_objects = list(slices)
+        self.slices: dict[str, ParsedSlice] = {}                                  # by slice name
+        self._pool_slices: dict[tuple[str, str], dict[str, ParsedSlice]] = {}     # pool -> its slices by name
+        for obj in slice_objects:
+            parsed = self.cache.parsed(obj)
+            self.slices[parsed.name] = parsed
+            self._pool_slices.setdefault(parsed.key, {})[parsed.name] = parsed
+        self.pools: dict[tuple[str, str], Pool] = {}
+        self._node_pools: dict[str, list[tuple[str, str]]] = {}          # node -> keys of the pools placed on it
+        self._everywhere: list[tuple[str, str]] = []                      # pools of allNodes slices
+        for key in self._pool_slices:
+            self._place_pool(key)
         self.errors: dict[str, str] = {name: c.error for name, c in self.classes.items() if c.error}
         # (pool key, class) -> matching devices in name order
         self.matching: dict[tuple[tuple[str, str], str], list[Device]] = {}
-        for name, info in self.classes.items():
-            if info.error:
-                continue
-            try:
-                for key, pool in self.pools.items():
-                    found = [d for d in sorted(pool.devices, key=lambda d: d.name) if selectors_match(info.programs, d)]
-                    if found:
-                        self.matching[(key, name)] = found
-            except ValueError as err:
-                self.errors[name] = f"spec.selectors: CEL evaluation failed: {err}"
-                self.matching = {k: v for k, v in self.matching.items() if k[1] != name}
+        for info in self.classes.values():
+            self._match_class(info, list(self.pools))
         self.claims = {_namespaced(c): c for c in claims}
         self.allocated: dict[tuple[str, str, str], str] = allocated_devices(self.claims.values())
         self._largest: dict[str, int] | None = None
+        self._totals: dict[str, dict[str, int]] = {}                      # node -> class -> devices, as counted
+        self.cache.keep(slice_objects, self.classes.values(), (d for p in self.pools.values() for d in p.devices))
 
     @property
     def empty(self) -> bool:
         return not self.matching
 
+    @property
+    def problems(self) -> list[str]:
+        """Why slices (of a pool's newest generation) or their devices could not be read."""
+        found = []
+        for parsed in self._pool_slices.values():
+            generations = [s.generation for s in parsed.values() if s.generation is not None]
+            newest = max(generations) if generations else None
+            found += [p for s in parsed.values() if s.generation in (None, newest) for p in s.problems]
+        return found
+
+    # --- pools, placed on nodes -----------------------------------------------------------------------
+    def _pool_nodes(self, pool: Pool | None) -> set[str]:
+        if pool is None:
+            return set()
+        return set(self.node_names) if pool.all_nodes else set(pool.nodes)
+
+    def _place_pool(self, key: tuple[str, str]) -> set[str]:
+        """Assemble the pool from its slices again and index it by node; the nodes it was or is on."""
+        old = self.pools.pop(key, None)
+        touched = self._pool_nodes(old)
+        if old is not None:
+            if old.all_nodes:
+                self._everywhere.remove(key)
+            for node in old.nodes:
+                keys = self._node_pools.get(node)
+                if keys is not None and key in keys:
+                    keys.remove(key)
+                    if not keys:
+                        del self._node_pools[node]
+        pool = assemble_pool(self._pool_slices.get(key, {}).values(), self.nodes.values())
+        if pool is not None:
+            pool.devices.sort(key=lambda d: d.name)
+            self.pools[key] = pool
+            if pool.all_nodes:
+                self._everywhere.append(key)
+            for node in pool.nodes:
+                self._node_pools.setdefault(node, []).append(key)
+        return touched | self._pool_nodes(pool)
+
+    def _match_class(self, info: ClassInfo, keys: Iterable[tuple[str, str]]) -> None:
+        """The class's matching devices on these pools (CEL answers from the cache); a failing evaluation
+        skips the class (errors)."""
+        name = info.name
+        if info.error or name in self.errors:
+            return
+        try:
+            for key in keys:
+                pool = self.pools.get(key)
+                found = [d for d in pool.devices if self.cache.match(info, d)] if pool is not None else []
+                if found:
+                    self.matching[(key, name)] = pool.devices if len(found) == len(pool.devices) else found
+                else:
+                    self.matching.pop((key, name), None)
+        except ValueError as err:
+            self.errors[name] = f"spec.selectors: CEL evaluation failed: {err}"
+            self.matching = {k: v for k, v in self.matching.items() if k[1] != name}
+
+    def _class_nodes(self, name: str) -> set[str]:
+        nodes: set[str] = set()
+        for key, device_class in self.matching:
+            if device_class == name:
+                nodes |= self._pool_nodes(self.pools.get(key))
+        return nodes
+
+    def _changed(self, nodes: Iterable[str]) -> None:
+        self._largest = None
+        for node in nodes:
+            self._totals.pop(node, None)
+
+    # --- events ---------------------------------------------------------------------------------------
+    def apply_slice(self, before: Mapping | None, after: Mapping | None) -> set[str] | None:
+        """A ResourceSlice changed (None: absent before / deleted): its pool (and the pool it left) is
+        assembled again and matched against every class, CEL answers coming from the cache for devices seen
+        before. The nodes whose counts may have changed; None when a class now fails to evaluate or counts
+        again (the set of counted classes changed: a new model has other columns)."""
+        keys: set[tuple[str, str]] = set()
+        for obj in (before, after):
+            if obj is None:
+                continue
+            name = str((obj.get("metadata") or {}).get("name"))
+            old = self.slices.pop(name, None)
+            if old is not None:
+                keys.add(old.key)
+                siblings = self._pool_slices.get(old.key, {})
+                siblings.pop(name, None)
+                if not siblings:
+                    self._pool_slices.pop(old.key, None)
+        if before is not None:
+            hit = self.cache.slices.get(id(before))
+            if hit is not None and hit[0] is before:
+                del self.cache.slices[id(before)]
+        if after is not None:
+            parsed = self.cache.parsed(after)
+            self.slices[parsed.name] = parsed
+            self._pool_slices.setdefault(parsed.key, {})[parsed.name] = parsed
+            keys.add(parsed.key)
+        errors = dict(self.errors)
+        touched: set[str] = set()
+        for key in keys:
+            touched |= self._place_pool(key)
+        for info in self.classes.values():
+            self._match_class(info, keys)
+        self._changed(touched)
+        return None if self.errors != errors else touched
+
+    def apply_class(self, before: Mapping | None, after: Mapping | None) -> set[str] | None:
+        """A DeviceClass changed: only that class is matched again (its CEL answers are cached per
+        expressions, so changing a selector back costs nothing). The nodes whose counts may have changed;
+        None when the class comes, goes, starts or stops being skipped, or serves another extended resource
+        (a new model has other columns)."""
+        name = str(((after or before) or {}).get("metadata", {}).get("name") or "")
+        old = self.classes.get(name)
+        new = _class_info(after) if after is not None else None
+        if old is None or new is None or new.name != name or old.extended_resource != new.extended_resource:
+            return None
+        skipped = name in self.errors
+        touched = self._class_nodes(name)
+        self.classes[name] = new
+        self.errors.pop(name, None)
+        self.matching = {k: v for k, v in self.matching.items() if k[1] != name}
+        if new.error:
+            self.errors[name] = new.error
+        else:
+            self._match_class(new, list(self.pools))
+        if (name in self.errors) != skipped:
+            return None
+        touched |= self._class_nodes(name)
+        self._changed(touched)
+        return touched
+
     def pools_of(self, node: str):
-        for key, pool in self.pools.items():
-            if pool.all_nodes or node in pool.nodes:
-                yield key, pool
+        for key in self._node_pools.get(node, ()):
+            yield key, self.pools[key]
+        for key in self._everywhere:
+            yield key, self.pools[key]
 
     def counts(self, node: str, allocated: Mapping | None = None) -> dict[str, int]:
-        """Class -> devices on the node that could be allocated (with `allocated`: those still free)."""
-        taken = set(allocated or ())
+        """Class -> devices on the node that could be allocated (with `allocated`: those still free). The
+        totals are kept per node until an event touches the node."""
+        if not allocated:
+            totals = self._totals.get(node)
+            if totals is None:
+                totals = self._totals[node] = self._count(node, {})
+            return dict(totals)
+        return self._count(node, allocated)
+
+    def _count(self, node: str, taken: Mapping) -> dict[str, int]:
         totals: dict[str, int] = {}
         for key, pool in self.pools_of(node):
             busy = [d for d in pool.devices if d.key in taken] if taken else []
@@ -328,6 +595,13 @@ class DeviceModel:
                 if devices:
                     totals[name] = totals.get(name, 0) + free_count(devices, pool, taken, busy)
         return totals
+
+    def allocated_nodes(self) -> set[str]:
+        """The nodes of the pools that hold allocated devices."""
+        nodes: set[str] = set()
+        for key in {device[:2] for device in self.allocated}:
+            nodes |= self._pool_nodes(self.pools.get(key))
+        return nodes
 
     def largest_count(self, device_class: str) -> int:
         """The most devices of a class any one node has (what `allocationMode: All` asks, approximated)."""
