@@ -11,7 +11,7 @@ the class), and, on a node whose allocatable lacks it, the class's `extendedReso
 """
 from __future__ import annotations
 
-import hashlib
+import functools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -22,7 +22,9 @@ from .quantity import QuantityError, parse_quantity
 
 # --- CEL: the DRA environment (device.driver, device.attributes, device.capacity, quantity(), semver()) ----
 
+@functools.lru_cache(maxsize=4096)
 def _quantity(text):
+    """Milli-units of a quantity (memoized: a driver's slices repeat the same few amounts)."""
     try:
         return int(parse_quantity(text) * 1000)          # milli-units: quantities compare as integers
     except (QuantityError, TypeError, ValueError) as err:
@@ -84,18 +86,16 @@ def _capacity(raw: Mapping, driver: str) -> dict[str, dict]:
 
 
 class Device:
-    """One published device. A model keeps per device only what counting needs: its key, the counters it
-    consumes (shared between devices that consume the same), and a digest of what CEL sees (its driver,
-    attributes and capacity: the key of its cached CEL answers). Its attributes and capacity are read from
-    the slice's own object when asked (`raw`, not copied), so a model holds no per-device maps."""
+    """One published device. A model keeps per device only what counting needs: its key and the counters it
+    consumes (shared between devices that consume the same). Its attributes and capacity are read from the
+    slice's own object when asked (`raw`, not copied), so a model holds no per-device maps."""
 
-    __slots__ = ("driver", "pool", "name", "consumes", "digest", "raw")
+    __slots__ = ("driver", "pool", "name", "consumes", "raw")
 
     def __init__(self, driver: str, pool: str, name: str, raw: Mapping,
-                 consumes: tuple[tuple[str, Mapping[str, int]], ...] = (), digest: bytes = b""):
+                 consumes: tuple[tuple[str, Mapping[str, int]], ...] = ()):
         self.driver, self.pool, self.name, self.raw = driver, pool, name, raw
         self.consumes = consumes            # (counter set, counter -> amount)
-        self.digest = digest or _digest(driver, raw)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -114,12 +114,6 @@ class Device:
 
     def __repr__(self) -> str:
         return f"Device({self.driver}/{self.pool}/{self.name})"
-
-
-def _digest(driver: str, raw: Mapping) -> bytes:
-    """What CEL sees of a device, hashed: equal digests, equal answers for every expression."""
-    seen = repr((driver, raw.get("attributes"), raw.get("capacity"))).encode()
-    return hashlib.blake2b(seen, digest_size=16).digest()
 
 
 def _device(raw: Mapping, driver: str, pool: str, where: str, shared: dict | None = None) -> Device:
@@ -193,69 +187,89 @@ def selectors_match(programs: Sequence, device: Device) -> bool:
 
 class DeviceCache:
     """Kept from one DeviceModel to the next (ServiceState hands the old model's to the new one), so that a
-    rebuild (a node added, a relist) evaluates CEL only for devices or classes it has not seen and parses
-    only slices that changed. A class's answers are keyed by its expressions, a device's by the digest of
-    what CEL sees: a changed slice or class finds no answer and is evaluated again."""
+    rebuild (a node added, a relist) evaluates CEL only for slices or classes it has not seen, and parses
+    only slices it has not seen. A slice is the same while its `metadata.resourceVersion` is (without one:
+    while it is the same object); a class's answers are kept per its expressions, as one bit per device of
+    each slice: a changed slice or class finds no answer and is evaluated again, nothing else is."""
 
     def __init__(self) -> None:
-        self.answers: dict[tuple[str, ...], dict[bytes, bool | str]] = {}   # expressions -> digest -> answer
-        self.slices: dict[int, tuple[Mapping, "ParsedSlice"]] = {}          # id(slice object) -> (it, parsed)
+        # expressions -> parsed slice -> bit i set when its device i matches (or the evaluation's error)
+        self.answers: dict[tuple[str, ...], dict[ParsedSlice, int | str]] = {}
+        self.slices: dict[tuple, tuple[Mapping, ParsedSlice]] = {}       # slice version -> (object, parsed)
         self.shared: dict = {}              # equal device names and counter maps, interned
-        self.evaluations = 0                # CEL evaluations made (a miss of the cache)
+        self.evaluations = 0                # CEL evaluations made (a miss of the cache), one per device
 
-    def match(self, info: ClassInfo, device: Device) -> bool:
-        """Whether the device matches the class (cached); an evaluation error raises ValueError."""
+    def matches(self, info: ClassInfo, parsed: ParsedSlice) -> int:
+        """Bit i set when device i of the slice matches the class (cached); an evaluation error raises
+        ValueError."""
         answers = self.answers.setdefault(info.expressions, {})
-        answer = answers.get(device.digest)
+        answer = answers.get(parsed)
         if answer is None:
-            self.evaluations += 1
+            answer = 0
             try:
-                answer = selectors_match(info.programs, device)
+                for i, device in enumerate(parsed.devices):
+                    self.evaluations += 1
+                    if selectors_match(info.programs, device):
+                        answer |= 1 << i
             except ValueError as err:
                 answer = str(err)
-            answers[device.digest] = answer
+            answers[parsed] = answer
         if isinstance(answer, str):
             raise ValueError(answer)
         return answer
 
-    def parsed(self, obj: Mapping) -> "ParsedSlice":
-        hit = self.slices.get(id(obj))
-        if hit is not None and hit[0] is obj:
+    @staticmethod
+    def version(obj: Mapping) -> tuple:
+        metadata = obj.get("metadata") or {}
+        if metadata.get("resourceVersion"):
+            return metadata.get("name"), metadata.get("uid"), metadata["resourceVersion"]
+        return (id(obj),)
+
+    def parsed(self, obj: Mapping) -> ParsedSlice:
+        key = self.version(obj)
+        hit = self.slices.get(key)
+        if hit is not None and (len(key) > 1 or hit[0] is obj):
             return hit[1]
         parsed = ParsedSlice.of(obj, self.shared)
-        self.slices[id(obj)] = (obj, parsed)
+        self.slices[key] = (obj, parsed)
         return parsed
 
-    def keep(self, slices: Iterable[Mapping], classes: Iterable[ClassInfo], devices: Iterable[Device]) -> None:
-        """Forget what no longer exists (after a full build): other slices, classes and device contents."""
-        kept = {id(o) for o in slices}
+    def forget(self, obj: Mapping) -> None:
+        hit = self.slices.get(self.version(obj))
+        if hit is not None and hit[0] is obj:
+            del self.slices[self.version(obj)]
+
+    def keep(self, slices: Iterable[Mapping], classes: Iterable[ClassInfo]) -> None:
+        """Forget what no longer exists (after a full build): other slices and classes."""
+        kept = {self.version(o) for o in slices}
         self.slices = {k: v for k, v in self.slices.items() if k in kept}
+        live = {parsed for _, parsed in self.slices.values()}
         expressions = {c.expressions for c in classes}
-        digests = {d.digest for d in devices}
-        self.answers = {e: {d: a for d, a in answers.items() if d in digests}
+        self.answers = {e: {p: a for p, a in answers.items() if p in live}
                         for e, answers in self.answers.items() if e in expressions}
 
 
 # --- slices and pools ------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(slots=True)
 class Pool:
     devices: list[Device] = field(default_factory=list)
     counters: dict[str, dict[str, int]] = field(default_factory=dict)     # counter set -> counter -> amount
-    nodes: frozenset[str] = frozenset()          # the nodes its device slices select
+    nodes: tuple[str, ...] = ()                  # the nodes its device slices select
     all_nodes: bool = False                      # a slice of it has allNodes
+    generation: int = 0                          # the newest generation of its slices: the one counted
 
 
-@dataclass
+@dataclass(slots=True, eq=False)
 class ParsedSlice:
     """A ResourceSlice as the model reads it (independent of the nodes; cached per object)."""
     name: str
     key: tuple[str, str]                         # (driver, pool)
     generation: int | None                       # None: unreadable (see problems)
     spec: Mapping
-    devices: list[Device]
+    devices: tuple[Device, ...]
     counters: dict[str, dict[str, int]]
-    problems: list[str]
+    problems: tuple[str, ...]
 
     @classmethod
     def of(cls, obj: Mapping, shared: dict | None = None) -> "ParsedSlice":
@@ -266,8 +280,8 @@ class ParsedSlice:
         try:
             generation: int | None = int(pool.get("generation") or 0)
         except (TypeError, ValueError):
-            return cls(str(name), key, None, spec, [], {}, [
-                f"ResourceSlice {name!r}: spec.pool.generation={pool.get('generation')!r} is not an integer"])
+            return cls(str(name), key, None, spec, (), {}, (
+                f"ResourceSlice {name!r}: spec.pool.generation={pool.get('generation')!r} is not an integer",))
         counters = {str(c.get("name")): {k: _quantity((v or {}).get("value", 0))
                                          for k, v in (c.get("counters") or {}).items()}
                     for c in spec.get("sharedCounters") or []}
@@ -277,7 +291,7 @@ class ParsedSlice:
                 devices.append(_device(raw, key[0], key[1], f"ResourceSlice {name!r}: spec.devices[{i}]", shared))
             except ValueError as err:
                 problems.append(str(err))
-        return cls(str(name), key, generation, spec, devices, counters, problems)
+        return cls(str(name), key, generation, spec, tuple(devices), counters, tuple(problems))
 
 
 def _term_matches(node: NodeInfo, term: Mapping) -> bool:
@@ -304,7 +318,7 @@ def assemble_pool(slices: Iterable[ParsedSlice], nodes: Iterable[NodeInfo]) -> P
     if not readable:
         return None
     newest = max(s.generation for s in readable)
-    pool = Pool()
+    pool = Pool(generation=newest)
     placed: set[str] = set()
     for parsed in readable:
         if parsed.generation != newest:
@@ -317,7 +331,7 @@ def assemble_pool(slices: Iterable[ParsedSlice], nodes: Iterable[NodeInfo]) -> P
             else:
                 placed |= where
         pool.devices.extend(parsed.devices)
-    pool.nodes = frozenset(placed)
+    pool.nodes = tuple(sorted(placed))
     return pool
 
 
@@ -403,7 +417,7 @@ class DeviceModel:
     that class matched again) and a ResourceClaim's (`apply_claim`); each returns the nodes whose counts it
     may have changed. CEL answers per (class, device content) and parsed slices live in `cache`, which a
     new model takes over from the old one (ServiceState), so a rebuild evaluates only what it has not seen.
-    Pools are indexed by node; a node's device counts are kept until an event touches it."""
+    Pools are indexed by node."""
 
     def __init__(self, classes: Iterable[Mapping] = (), slices: Iterable[Mapping] = (),
                  claims: Iterable[Mapping] = (), nodes: Sequence[NodeInfo] = (), templates: Iterable[Mapping] = (),
@@ -421,7 +435,7 @@ class DeviceModel:
             self.slices[parsed.name] = parsed
             self._pool_slices.setdefault(parsed.key, {})[parsed.name] = parsed
         self.pools: dict[tuple[str, str], Pool] = {}
-        self._node_pools: dict[str, list[tuple[str, str]]] = {}          # node -> keys of the pools placed on it
+        self._node_pools: dict[str, tuple[tuple[str, str], ...]] = {}    # node -> keys of the pools placed on it
         self._everywhere: list[tuple[str, str]] = []                      # pools of allNodes slices
         for key in self._pool_slices:
             self._place_pool(key)
@@ -433,8 +447,7 @@ class DeviceModel:
         self.claims = {_namespaced(c): c for c in claims}
         self.allocated: dict[tuple[str, str, str], str] = allocated_devices(self.claims.values())
         self._largest: dict[str, int] | None = None
-        self._totals: dict[str, dict[str, int]] = {}                      # node -> class -> devices, as counted
-        self.cache.keep(slice_objects, self.classes.values(), (d for p in self.pools.values() for d in p.devices))
+        self.cache.keep(slice_objects, self.classes.values())
 
     @property
     def empty(self) -> bool:
@@ -464,11 +477,11 @@ class DeviceModel:
             if old.all_nodes:
                 self._everywhere.remove(key)
             for node in old.nodes:
-                keys = self._node_pools.get(node)
-                if keys is not None and key in keys:
-                    keys.remove(key)
-                    if not keys:
-                        del self._node_pools[node]
+                keys = tuple(k for k in self._node_pools.get(node, ()) if k != key)
+                if keys:
+                    self._node_pools[node] = keys
+                else:
+                    self._node_pools.pop(node, None)
         pool = assemble_pool(self._pool_slices.get(key, {}).values(), self.nodes.values())
         if pool is not None:
             pool.devices.sort(key=lambda d: d.name)
@@ -476,20 +489,25 @@ class DeviceModel:
             if pool.all_nodes:
                 self._everywhere.append(key)
             for node in pool.nodes:
-                self._node_pools.setdefault(node, []).append(key)
+                self._node_pools[node] = self._node_pools.get(node, ()) + (key,)
         return touched | self._pool_nodes(pool)
 
     def _match_class(self, info: ClassInfo, keys: Iterable[tuple[str, str]]) -> None:
-        """The class's matching devices on these pools (CEL answers from the cache); a failing evaluation
-        skips the class (errors)."""
+        """The class's matching devices on these pools (CEL answers from the cache, per slice); a failing
+        evaluation skips the class (errors)."""
         name = info.name
         if info.error or name in self.errors:
             return
         try:
             for key in keys:
                 pool = self.pools.get(key)
-                found = [d for d in pool.devices if self.cache.match(info, d)] if pool is not None else []
+                found: list[Device] = []
+                for parsed in (self._pool_slices.get(key, {}).values() if pool is not None else ()):
+                    if parsed.generation == pool.generation and parsed.devices:
+                        bits = self.cache.matches(info, parsed)
+                        found += [d for i, d in enumerate(parsed.devices) if bits >> i & 1]
                 if found:
+                    found.sort(key=lambda d: d.name)
                     self.matching[(key, name)] = pool.devices if len(found) == len(pool.devices) else found
                 else:
                     self.matching.pop((key, name), None)
@@ -505,9 +523,7 @@ class DeviceModel:
         return nodes
 
     def _changed(self, nodes: Iterable[str]) -> None:
-        self._largest = None
-        for node in nodes:
-            self._totals.pop(node, None)
+        self._largest = None            # recounted once, when next asked
 
     # --- events ---------------------------------------------------------------------------------------
     def apply_slice(self, before: Mapping | None, after: Mapping | None) -> set[str] | None:
@@ -528,9 +544,7 @@ class DeviceModel:
                 if not siblings:
                     self._pool_slices.pop(old.key, None)
         if before is not None:
-            hit = self.cache.slices.get(id(before))
-            if hit is not None and hit[0] is before:
-                del self.cache.slices[id(before)]
+            self.cache.forget(before)
         if after is not None:
             parsed = self.cache.parsed(after)
             self.slices[parsed.name] = parsed
@@ -577,14 +591,10 @@ class DeviceModel:
             yield key, self.pools[key]
 
     def counts(self, node: str, allocated: Mapping | None = None) -> dict[str, int]:
-        """Class -> devices on the node that could be allocated (with `allocated`: those still free). The
-        totals are kept per node until an event touches the node."""
-        if not allocated:
-            totals = self._totals.get(node)
-            if totals is None:
-                totals = self._totals[node] = self._count(node, {})
-            return dict(totals)
-        return self._count(node, allocated)
+        """Class -> devices on the node that could be allocated (with `allocated`: those still free). Reads
+        only the node's own pools; the Cluster keeps the answers in its matrices (asked again only for the
+        nodes an event touches)."""
+        return self._count(node, allocated or {})
 
     def _count(self, node: str, taken: Mapping) -> dict[str, int]:
         totals: dict[str, int] = {}
