@@ -145,6 +145,20 @@ def slice_events(state: ServiceState, arm: str) -> list[float]:
     return times
 
 
+def allocatable_events(state: ServiceState) -> list[float]:
+    """The device plugin's own device change: a node's allocatable nvidia.com/gpu changes (a new model)."""
+    times = []
+    nodes = list(state.objects.list("Node"))
+    for i in range(5):
+        node = copy.deepcopy(nodes[(i * 97) % len(nodes)])
+        node["status"]["allocatable"][GPU] = "7" if i % 2 == 0 else "8"
+        started = time.perf_counter()
+        state.apply(kind_of(node), "MODIFIED", node)
+        state.refresh()
+        times.append(time.perf_counter() - started)
+    return times
+
+
 def claim_events(state: ServiceState, arm: str) -> list[float]:
     times = []
     names = state.cluster.node_names
@@ -194,6 +208,8 @@ def measure(nodes: int, arm: str) -> dict[str, float]:
     figures = {"startup": startup}
     step("built")
     figures["slice"] = median_ms(slice_events(state, arm))
+    if arm == "plugin":
+        figures["allocatable"] = median_ms(allocatable_events(state))
     figures["claim"] = median_ms(claim_events(state, arm))
     step("events")
     del state
@@ -228,6 +244,8 @@ def main() -> None:
         results[arm] = measure(args.nodes, arm)
         print(f"  ({arm}: measured in {time.perf_counter() - started:.0f} s)", flush=True)
     print(f"\n== {args.nodes:,} nodes x 8 GPUs ({DRA_DRIVER}): DRA beside the device plugin, same run")
+    print(f"the device plugin's device change (a node's allocatable nvidia.com/gpu, a new model): "
+          f"{results['plugin']['allocatable']:.1f} ms median of 5")
     header = f"{'':<56}" + "".join(f"{arm:>12}" for arm in arms) + "".join(f"{a + '/plugin':>14}" for a in arms[1:])
     print(header)
     verdicts = []

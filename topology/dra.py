@@ -90,12 +90,16 @@ class Device:
     consumes (shared between devices that consume the same). Its attributes and capacity are read from the
     slice's own object when asked (`raw`, not copied), so a model holds no per-device maps."""
 
-    __slots__ = ("driver", "pool", "name", "consumes", "raw")
+    __slots__ = ("driver", "pool", "name", "consumes", "flat", "raw")
 
     def __init__(self, driver: str, pool: str, name: str, raw: Mapping,
-                 consumes: tuple[tuple[str, Mapping[str, int]], ...] = ()):
+                 consumes: tuple[tuple[str, Mapping[str, int]], ...] = (),
+                 flat: tuple[tuple[tuple[str, str], int], ...] | None = None):
         self.driver, self.pool, self.name, self.raw = driver, pool, name, raw
         self.consumes = consumes            # (counter set, counter -> amount)
+        # ((counter set, counter), amount) for each counter consumed: what free_count reads
+        self.flat = flat if flat is not None else tuple(
+            ((s, c), amount) for s, counters in consumes for c, amount in counters.items())
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -127,11 +131,13 @@ def _device(raw: Mapping, driver: str, pool: str, where: str, shared: dict | Non
     consumes = tuple((str(c.get("counterSet")), {k: _quantity((v or {}).get("value", 0))
                                                 for k, v in (c.get("counters") or {}).items()})
                      for c in raw.get("consumesCounters") or [])
+    flat = None
     if shared is not None:
         name = shared.setdefault(name, name)
         if consumes:
-            consumes = shared.setdefault(repr(consumes), consumes)
-    return Device(driver, pool, name, raw, consumes)
+            consumes, flat = shared.setdefault(repr(consumes), (consumes, tuple(
+                ((s, c), amount) for s, counters in consumes for c, amount in counters.items())))
+    return Device(driver, pool, name, raw, consumes, flat)
 
 
 @dataclass
@@ -190,12 +196,15 @@ class DeviceCache:
     rebuild (a node added, a relist) evaluates CEL only for slices or classes it has not seen, and parses
     only slices it has not seen. A slice is the same while its `metadata.resourceVersion` is (without one:
     while it is the same object); a class's answers are kept per its expressions, as one bit per device of
-    each slice: a changed slice or class finds no answer and is evaluated again, nothing else is."""
+    each slice. A new version of a slice takes the answers of the devices its previous version published
+    with the same content: only a changed device of a changed slice, or a changed class, is evaluated."""
 
     def __init__(self) -> None:
         # expressions -> parsed slice -> bit i set when its device i matches (or the evaluation's error)
         self.answers: dict[tuple[str, ...], dict[ParsedSlice, int | str]] = {}
         self.slices: dict[tuple, tuple[Mapping, ParsedSlice]] = {}       # slice version -> (object, parsed)
+        self.named: dict[str, ParsedSlice] = {}                          # slice name -> its latest parsed
+        self.previous: dict[ParsedSlice, ParsedSlice] = {}               # parsed -> the version it replaced
         self.shared: dict = {}              # equal device names and counter maps, interned
         self.evaluations = 0                # CEL evaluations made (a miss of the cache), one per device
 
@@ -205,9 +214,19 @@ class DeviceCache:
         answers = self.answers.setdefault(info.expressions, {})
         answer = answers.get(parsed)
         if answer is None:
+            # devices the slice's previous version published alike keep their answers: a device is
+            # evaluated again only when it changed
+            previous = self.previous.get(parsed)
+            known = answers.get(previous) if previous is not None else None
+            kept = {d.name: (d.raw, known >> i & 1) for i, d in enumerate(previous.devices)} \
+                if isinstance(known, int) else {}
             answer = 0
             try:
                 for i, device in enumerate(parsed.devices):
+                    seen = kept.get(device.name)
+                    if seen is not None and seen[0] == device.raw:
+                        answer |= seen[1] << i
+                        continue
                     self.evaluations += 1
                     if selectors_match(info.programs, device):
                         answer |= 1 << i
@@ -232,6 +251,10 @@ class DeviceCache:
             return hit[1]
         parsed = ParsedSlice.of(obj, self.shared)
         self.slices[key] = (obj, parsed)
+        previous = self.named.get(parsed.name)
+        if previous is not None:
+            self.previous[parsed] = previous
+        self.named[parsed.name] = parsed
         return parsed
 
     def forget(self, obj: Mapping) -> None:
@@ -244,6 +267,8 @@ class DeviceCache:
         kept = {self.version(o) for o in slices}
         self.slices = {k: v for k, v in self.slices.items() if k in kept}
         live = {parsed for _, parsed in self.slices.values()}
+        self.named = {p.name: p for p in live}
+        self.previous.clear()
         expressions = {c.expressions for c in classes}
         self.answers = {e: {p: a for p, a in answers.items() if p in live}
                         for e, answers in self.answers.items() if e in expressions}
@@ -384,29 +409,25 @@ def request_demand(request: Mapping, largest: Callable[[str], int]) -> dict[str,
     return {device_class: int(exactly.get("count") or 1)}
 
 
-def _fits(consumes, available: Mapping[str, dict[str, int]]) -> bool:
-    return all(available.get(s, {}).get(c, 0) >= amount for s, counters in consumes for c, amount in counters.items())
-
-
-def _take(consumes, available: dict[str, dict[str, int]]) -> None:
-    for counter_set, counters in consumes:
-        for counter, amount in counters.items():
-            available.setdefault(counter_set, {})[counter] = available.get(counter_set, {}).get(counter, 0) - amount
-
-
 def free_count(devices: Sequence[Device], pool: Pool, taken: Collection, busy: Iterable[Device] = ()) -> int:
     """How many of `devices` (one class's, in name order) can be allocated together: not in `taken`, and
     within the counters left after the `busy` devices of the pool consumed theirs (greedy)."""
-    available = {s: dict(c) for s, c in pool.counters.items()}
+    if not pool.counters:           # nothing shared: each device not taken counts (but one consuming what is not there)
+        return sum(1 for d in devices if (not taken or d.key not in taken)
+                   and all(amount <= 0 for _, amount in d.flat))
+    available = {(s, c): amount for s, counters in pool.counters.items() for c, amount in counters.items()}
     for device in busy:
-        _take(device.consumes, available)
+        for counter, amount in device.flat:
+            available[counter] = available.get(counter, 0) - amount
     count = 0
     for device in devices:
-        if device.key in taken:
+        if taken and device.key in taken:
             continue
-        if device.consumes and not _fits(device.consumes, available):
+        flat = device.flat
+        if flat and not all(available.get(counter, 0) >= amount for counter, amount in flat):
             continue
-        _take(device.consumes, available)
+        for counter, amount in flat:
+            available[counter] = available.get(counter, 0) - amount
         count += 1
     return count
 
@@ -556,6 +577,7 @@ class DeviceModel:
             touched |= self._place_pool(key)
         for info in self.classes.values():
             self._match_class(info, keys)
+        self.cache.previous.clear()
         self._changed(touched)
         return None if self.errors != errors else touched
 

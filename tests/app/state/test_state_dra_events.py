@@ -38,7 +38,7 @@ def test_a_slice_event_is_applied_in_place():
     state.apply(kind_of(fewer), "MODIFIED", fewer)
     state.refresh()
     assert state.rebuilds == rebuilds and not state.stale
-    assert state.cluster.devices.cache.evaluations - evaluated == 6 * 2     # its devices only, for each class
+    assert state.cluster.devices.cache.evaluations == evaluated        # the same devices: answers kept
     column, row = state.cluster.resources.column[GPU], state.cluster.node_index["node-34"]
     assert state.cluster.capacity.free[row, column] == 6
     same_as_a_new_model(state)
@@ -49,6 +49,16 @@ def test_a_slice_event_is_applied_in_place():
     only = np.zeros(len(state.cluster.nodes), dtype=bool)
     only[row] = True
     assert state.changes.freed_since(mark, only)                       # room came back: refusals look again
+    same_as_a_new_model(state)
+
+
+def test_a_slice_event_evaluates_cel_only_for_the_devices_it_changed():
+    state = state_of(demo_objects())
+    evaluated = state.cluster.devices.cache.evaluations
+    changed = nvidia_slices("node-36")[0]
+    changed["spec"]["devices"][2]["attributes"]["productName"] = {"string": "NVIDIA H200"}
+    state.apply(kind_of(changed), "MODIFIED", changed)
+    assert state.cluster.devices.cache.evaluations - evaluated == 2    # that device, for each of the two classes
     same_as_a_new_model(state)
 
 
