@@ -81,9 +81,11 @@ class Cluster:
         """Apply the model's allocated devices to these nodes' DRA columns (after a claim event)."""
         for i in nodes:
             node = self.nodes[i]
-            total = self._dra_columns(node, self.devices.counts(node.name))
             free = self._dra_columns(node, self.devices.counts(node.name, self.devices.allocated))
-            used = self.resources.vector({name: total[name] - free.get(name, 0) for name in total})
+            used = np.zeros(len(self.resources), dtype=np.int64)
+            for column in np.flatnonzero(self.dra_columns[i]):      # the node's devices: allocatable less its own
+                name = self.resources.names[column]
+                used[column] = self.capacity.allocatable[i, column] - node.allocatable.get(name, 0) - free.get(name, 0)
             self.capacity.use(i, used - self.dra_used[i])
             self.dra_used[i] = used
 
