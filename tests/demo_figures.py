@@ -47,3 +47,12 @@ def by_level(cluster: Cluster, per_node: np.ndarray, topology: str = "default") 
     """The most of `per_node` one domain holds, per level from the top (the whole cluster first)."""
     tree = cluster.topologies[topology]
     return [int(per_node.sum())] + [int(level.max()) for level in sum_by_level(tree, per_node)]
+
+
+def tightest(cluster: Cluster, level: str, pods: int, gpus: int = 8, topology: str = "default") -> str:
+    """The domain of the level with the least room that still holds `pods` pods of `gpus` GPUs (best fit)."""
+    tree = cluster.topologies[topology]
+    index = tree.level_index(level)
+    rooms = sum_by_level(tree, pods_of(cluster, gpus))[index]
+    fitting = [(int(room), i) for i, room in enumerate(rooms) if room >= pods]
+    return tree.domain_ids[index][min(fitting)[1]]

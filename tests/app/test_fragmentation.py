@@ -105,7 +105,7 @@ def test_debug_topology_reports_whole_free_domains_and_the_largest_gangs_on_the_
     cluster = demo_cluster()
     tree = cluster.topologies["default"]
     assert [(level["level"], level["whole_free"], level["domains"]) for level in default["levels"]] == \
-        [("zone", 0, 2), ("block", 0, 4), ("rack", 2, tree.domain_count(2)),
+        [("zone", 0, 2), ("block", 0, tree.domain_count(1)), ("rack", 2, tree.domain_count(2)),
          ("host", whole_free_nodes(cluster), len(cluster.nodes))]
     racks = {d["id"].rsplit("/", 1)[-1]: d for d in default["levels"][2]["per_domain"]}
     assert racks["a-block-1-rack-1"]["whole_free_nodes"] == 2 and racks["a-block-1-rack-1"]["unit_nodes"] == 4
@@ -141,8 +141,9 @@ def test_the_topology_command_prints_whole_free_domains_and_largest_gangs(capsys
     out = capsys.readouterr().out
     assert "a-block-1-rack-1                             24/32   whole free: 2/4 nodes" in out
     cluster = demo_cluster()
-    racks, nodes = cluster.topologies["default"].domain_count(2), len(cluster.nodes)
-    assert ("whole free (every nvidia.com/gpu free, node usable): zone 0/2, block 0/4, "
+    tree = cluster.topologies["default"]
+    blocks, racks, nodes = tree.domain_count(1), tree.domain_count(2), len(cluster.nodes)
+    assert (f"whole free (every nvidia.com/gpu free, node usable): zone 0/2, block 0/{blocks}, "
             f"rack 2/{racks}, host {whole_free_nodes(cluster)}/{nodes}") in out
     row = next(line for line in out.splitlines() if line.strip().startswith("nvidia.com/gpu=8 ("))
     assert row.split()[-5:] == [str(n) for n in by_level(cluster, pods_if_pods_gone(cluster))]

@@ -11,7 +11,7 @@ from app.offline.gangs import split_gang
 from app.offline.policies import POLICIES, GangMostFree, KueueBestFit, PolicyError, get_policy
 from topology.groups import Group, GroupTree, RoleSpec, SegmentInfo, Slot
 
-from demo_figures import most_in_one, pods_of
+from demo_figures import most_in_one, pods_of, tightest
 
 GPU8 = {"containers": [{"name": "main", "resources": {"requests": {"nvidia.com/gpu": "8", "cpu": "1"}}}]}
 
@@ -103,10 +103,11 @@ def test_bestfit_refuses_a_required_level_that_is_too_small(demo_cluster):
 
 
 def test_bestfit_climbs_from_a_preferred_level(demo_cluster):
-    # no rack (max 4) holds 8: the tightest domain above that does is in zone-b (its blocks and its DRA rack)
+    # no rack (max 4) nor block (max 6) holds 8: the tightest zone that does takes it
+    assert most_in_one(demo_cluster, "block") < 8
     plan = KueueBestFit().place(demo_cluster, gang(8, preferred="rack"))
     assert plan.placed and len(plan.slots) == 8
-    assert domains(demo_cluster, plan, "zone") == {"zone-b"}
+    assert domains(demo_cluster, plan, "zone") == {tightest(demo_cluster, "zone", 8)}
     assert_fits(demo_cluster, plan)
 
 
