@@ -258,9 +258,11 @@ class DeviceCache:
         return parsed
 
     def forget(self, obj: Mapping) -> None:
-        hit = self.slices.get(self.version(obj))
-        if hit is not None and hit[0] is obj:
-            del self.slices[self.version(obj)]
+        """A slice version replaced or deleted (its parsed form and answers go at the next full build)."""
+        key = self.version(obj)
+        hit = self.slices.get(key)
+        if hit is not None and (len(key) > 1 or hit[0] is obj):
+            del self.slices[key]
 
     def keep(self, slices: Iterable[Mapping], classes: Iterable[ClassInfo]) -> None:
         """Forget what no longer exists (after a full build): other slices and classes."""
