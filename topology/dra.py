@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import cel
 
@@ -86,24 +87,41 @@ def _capacity(raw: Mapping, driver: str) -> dict[str, dict]:
 
 
 class Device:
-    """One published device. A model keeps per device only what counting needs: its key and the counters it
-    consumes (shared between devices that consume the same). Its attributes and capacity are read from the
+    """One published device. A model keeps per device only what counting needs: its name, its pool's key
+    (shared by the devices of a slice) and the counters it consumes (shared between devices that consume
+    the same). Its attributes and capacity are read from the
     slice's own object when asked (`raw`, not copied), so a model holds no per-device maps."""
 
-    __slots__ = ("driver", "pool", "name", "consumes", "flat", "raw")
+    __slots__ = ("pool_key", "name", "flat", "raw")
 
     def __init__(self, driver: str, pool: str, name: str, raw: Mapping,
                  consumes: tuple[tuple[str, Mapping[str, int]], ...] = (),
-                 flat: tuple[tuple[tuple[str, str], int], ...] | None = None):
-        self.driver, self.pool, self.name, self.raw = driver, pool, name, raw
-        self.consumes = consumes            # (counter set, counter -> amount)
+                 flat: tuple[tuple[tuple[str, str], int], ...] | None = None, pool_key: tuple[str, str] | None = None):
+        self.pool_key = pool_key or (driver, pool)        # shared by the devices of a slice
+        self.name, self.raw = name, raw
         # ((counter set, counter), amount) for each counter consumed: what free_count reads
         self.flat = flat if flat is not None else tuple(
             ((s, c), amount) for s, counters in consumes for c, amount in counters.items())
 
     @property
+    def driver(self) -> str:
+        return self.pool_key[0]
+
+    @property
+    def pool(self) -> str:
+        return self.pool_key[1]
+
+    @property
+    def consumes(self) -> tuple[tuple[str, dict[str, int]], ...]:
+        """(counter set, counter -> amount), as the slice says."""
+        sets: dict[str, dict[str, int]] = {}
+        for (counter_set, counter), amount in self.flat:
+            sets.setdefault(counter_set, {})[counter] = amount
+        return tuple(sets.items())
+
+    @property
     def key(self) -> tuple[str, str, str]:
-        return self.driver, self.pool, self.name
+        return self.pool_key + (self.name,)
 
     @property
     def attributes(self) -> dict[str, dict]:
@@ -120,7 +138,8 @@ class Device:
         return f"Device({self.driver}/{self.pool}/{self.name})"
 
 
-def _device(raw: Mapping, driver: str, pool: str, where: str, shared: dict | None = None) -> Device:
+def _device(raw: Mapping, driver: str, pool: str, where: str, shared: dict | None = None,
+            pool_key: tuple[str, str] | None = None) -> Device:
     """A device of a slice, its attributes and capacity checked (an invalid one raises ValueError naming
     the field). `shared` interns equal names and counter maps between devices (DeviceCache.shared)."""
     name = raw.get("name")
@@ -131,13 +150,11 @@ def _device(raw: Mapping, driver: str, pool: str, where: str, shared: dict | Non
     consumes = tuple((str(c.get("counterSet")), {k: _quantity((v or {}).get("value", 0))
                                                 for k, v in (c.get("counters") or {}).items()})
                      for c in raw.get("consumesCounters") or [])
-    flat = None
+    flat = tuple(((s, c), amount) for s, counters in consumes for c, amount in counters.items())
     if shared is not None:
         name = shared.setdefault(name, name)
-        if consumes:
-            consumes, flat = shared.setdefault(repr(consumes), (consumes, tuple(
-                ((s, c), amount) for s, counters in consumes for c, amount in counters.items())))
-    return Device(driver, pool, name, raw, consumes, flat)
+        flat = shared.setdefault(("counters", flat), flat)
+    return Device(driver, pool, name, raw, flat=flat, pool_key=pool_key)
 
 
 @dataclass
@@ -278,10 +295,13 @@ class DeviceCache:
 
 # --- slices and pools ------------------------------------------------------------------------------
 
+NO_COUNTERS: Mapping[str, Mapping[str, int]] = MappingProxyType({})     # shared by every pool without counters
+
+
 @dataclass(slots=True)
 class Pool:
-    devices: list[Device] = field(default_factory=list)
-    counters: dict[str, dict[str, int]] = field(default_factory=dict)     # counter set -> counter -> amount
+    devices: Sequence[Device] = ()               # in name order
+    counters: Mapping[str, Mapping[str, int]] = field(default_factory=lambda: NO_COUNTERS)  # set -> counter -> amount
     nodes: tuple[str, ...] = ()                  # the nodes its device slices select
     all_nodes: bool = False                      # a slice of it has allNodes
     generation: int = 0                          # the newest generation of its slices: the one counted
@@ -311,11 +331,11 @@ class ParsedSlice:
                 f"ResourceSlice {name!r}: spec.pool.generation={pool.get('generation')!r} is not an integer",))
         counters = {str(c.get("name")): {k: _quantity((v or {}).get("value", 0))
                                          for k, v in (c.get("counters") or {}).items()}
-                    for c in spec.get("sharedCounters") or []}
+                    for c in spec.get("sharedCounters") or []} or NO_COUNTERS
         devices, problems = [], []
         for i, raw in enumerate(spec.get("devices") or []):
             try:
-                devices.append(_device(raw, key[0], key[1], f"ResourceSlice {name!r}: spec.devices[{i}]", shared))
+                devices.append(_device(raw, key[0], key[1], f"ResourceSlice {name!r}: spec.devices[{i}]", shared, key))
             except ValueError as err:
                 problems.append(str(err))
         return cls(str(name), key, generation, spec, tuple(devices), counters, tuple(problems))
@@ -340,24 +360,33 @@ def _slice_nodes(spec: Mapping, nodes: Iterable[NodeInfo]) -> frozenset[str] | N
 
 
 def assemble_pool(slices: Iterable[ParsedSlice], nodes: Iterable[NodeInfo]) -> Pool | None:
-    """One pool from its readable slices: those of its newest generation (None: it has none)."""
+    """One pool from its readable slices: those of its newest generation (None: it has none); its devices
+    in name order."""
     readable = [s for s in slices if s.generation is not None]
     if not readable:
         return None
     newest = max(s.generation for s in readable)
     pool = Pool(generation=newest)
     placed: set[str] = set()
+    counters: dict[str, dict[str, int]] = {}
+    parts = []
     for parsed in readable:
         if parsed.generation != newest:
             continue
-        pool.counters.update(parsed.counters)
+        counters.update(parsed.counters)
         if parsed.spec.get("devices"):
             where = _slice_nodes(parsed.spec, nodes)
             if where is None:
                 pool.all_nodes = True
             else:
                 placed |= where
-        pool.devices.extend(parsed.devices)
+        if parsed.devices:
+            parts.append(parsed.devices)
+    pool.counters = counters or NO_COUNTERS
+    if len(parts) == 1 and all(a.name <= b.name for a, b in zip(parts[0], parts[0][1:])):
+        pool.devices = parts[0]                 # the slice's own tuple, already in name order
+    else:
+        pool.devices = sorted((d for part in parts for d in part), key=lambda d: d.name)
     pool.nodes = tuple(sorted(placed))
     return pool
 
@@ -452,11 +481,11 @@ class DeviceModel:
         self.node_names = list(self.nodes)
         slice_objects = list(slices)
         self.slices: dict[str, ParsedSlice] = {}                                  # by slice name
-        self._pool_slices: dict[tuple[str, str], dict[str, ParsedSlice]] = {}     # pool -> its slices by name
+        self._pool_slices: dict[tuple[str, str], tuple[ParsedSlice, ...]] = {}    # pool -> its slices
         for obj in slice_objects:
             parsed = self.cache.parsed(obj)
             self.slices[parsed.name] = parsed
-            self._pool_slices.setdefault(parsed.key, {})[parsed.name] = parsed
+            self._pool_slices[parsed.key] = self._pool_slices.get(parsed.key, ()) + (parsed,)
         self.pools: dict[tuple[str, str], Pool] = {}
         self._node_pools: dict[str, tuple[tuple[str, str], ...]] = {}    # node -> keys of the pools placed on it
         self._everywhere: list[tuple[str, str]] = []                      # pools of allNodes slices
@@ -481,9 +510,9 @@ class DeviceModel:
         """Why slices (of a pool's newest generation) or their devices could not be read."""
         found = []
         for parsed in self._pool_slices.values():
-            generations = [s.generation for s in parsed.values() if s.generation is not None]
+            generations = [s.generation for s in parsed if s.generation is not None]
             newest = max(generations) if generations else None
-            found += [p for s in parsed.values() if s.generation in (None, newest) for p in s.problems]
+            found += [p for s in parsed if s.generation in (None, newest) for p in s.problems]
         return found
 
     # --- pools, placed on nodes -----------------------------------------------------------------------
@@ -505,9 +534,8 @@ class DeviceModel:
                     self._node_pools[node] = keys
                 else:
                     self._node_pools.pop(node, None)
-        pool = assemble_pool(self._pool_slices.get(key, {}).values(), self.nodes.values())
+        pool = assemble_pool(self._pool_slices.get(key, ()), self.nodes.values())
         if pool is not None:
-            pool.devices.sort(key=lambda d: d.name)
             self.pools[key] = pool
             if pool.all_nodes:
                 self._everywhere.append(key)
@@ -525,7 +553,7 @@ class DeviceModel:
             for key in keys:
                 pool = self.pools.get(key)
                 found: list[Device] = []
-                for parsed in (self._pool_slices.get(key, {}).values() if pool is not None else ()):
+                for parsed in (self._pool_slices.get(key, ()) if pool is not None else ()):
                     if parsed.generation == pool.generation and parsed.devices:
                         bits = self.cache.matches(info, parsed)
                         found += [d for i, d in enumerate(parsed.devices) if bits >> i & 1]
@@ -562,16 +590,17 @@ class DeviceModel:
             old = self.slices.pop(name, None)
             if old is not None:
                 keys.add(old.key)
-                siblings = self._pool_slices.get(old.key, {})
-                siblings.pop(name, None)
-                if not siblings:
+                siblings = tuple(s for s in self._pool_slices.get(old.key, ()) if s is not old)
+                if siblings:
+                    self._pool_slices[old.key] = siblings
+                else:
                     self._pool_slices.pop(old.key, None)
         if before is not None:
             self.cache.forget(before)
         if after is not None:
             parsed = self.cache.parsed(after)
             self.slices[parsed.name] = parsed
-            self._pool_slices.setdefault(parsed.key, {})[parsed.name] = parsed
+            self._pool_slices[parsed.key] = self._pool_slices.get(parsed.key, ()) + (parsed,)
             keys.add(parsed.key)
         errors = dict(self.errors)
         touched: set[str] = set()

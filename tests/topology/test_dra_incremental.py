@@ -145,7 +145,7 @@ def test_identical_counter_maps_and_names_are_shared_between_nodes():
     devices = model(classes(), slices(mig_node=None) + nvidia_slices("node-05", mig=True)[1:])
     gpu0 = [d for p in devices.pools.values() for d in p.devices if d.name == "gpu-0"]
     assert len(gpu0) == 5 and len({id(d.name) for d in gpu0}) == 1
-    consumes = [d.consumes for p in devices.pools.values() for d in p.devices if d.consumes]
+    consumes = [d.flat for p in devices.pools.values() for d in p.devices if d.flat]
     assert len({id(c) for c in consumes}) == 8 * 3          # per GPU: its own, each of its halves'
 
 
