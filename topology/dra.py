@@ -8,6 +8,11 @@ counters of its pool allow it; the free devices of a class are counted by taking
 
 The counts become columns of the node x resource matrices (topology/cluster.py): one per class (named after
 the class), and, on a node whose allocatable lacks it, the class's `extendedResourceName`.
+
+Kept in place: a slice event assembles its pool again, a class event matches that class again, a claim event
+changes its devices (DeviceModel.apply_slice / apply_class / apply_claim return the nodes touched, whose
+rows the Cluster rewrites). CEL answers (per class expressions and slice version, a bit per device) and
+parsed slices live in a DeviceCache that each new model takes over from the one before.
 """
 from __future__ import annotations
 
@@ -389,18 +394,6 @@ def assemble_pool(slices: Iterable[ParsedSlice], nodes: Iterable[NodeInfo]) -> P
         pool.devices = sorted((d for part in parts for d in part), key=lambda d: d.name)
     pool.nodes = tuple(sorted(placed))
     return pool
-
-
-def build_pools(slices: Iterable[Mapping], nodes: Sequence[NodeInfo]) -> tuple[dict, list[str]]:
-    """(driver, pool) -> Pool of the newest generation; and the problems of slices that could not be read."""
-    by_pool: dict[tuple[str, str], list[ParsedSlice]] = {}
-    for obj in slices:
-        parsed = ParsedSlice.of(obj)
-        by_pool.setdefault(parsed.key, []).append(parsed)
-    pools = {key: pool for key, parsed in by_pool.items() if (pool := assemble_pool(parsed, nodes)) is not None}
-    problems = [p for parsed in by_pool.values() for s in parsed for p in s.problems
-                if s.generation is None or s.generation == max(x.generation for x in parsed if x.generation is not None)]
-    return pools, problems
 
 
 def allocated_devices(claims: Iterable[Mapping]) -> dict[tuple[str, str, str], str]:
