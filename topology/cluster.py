@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .capacity import Capacity
-from .dra import DeviceModel
+from .dra import DeviceModel, allocated_devices
 from .nodes import NodeInfo, PodPlacementRules
 from .objects import ClusterObjects
 from .resources import BASE_RESOURCES, ResourceIndex, pod_requests
@@ -31,6 +31,38 @@ def is_bound_and_running(pod: Mapping) -> bool:
 class Usage:
     node: int
     request: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Held:
+    """Who holds an allocated claim (`status.reservedFor`) and the devices allocated to it."""
+    pods: frozenset[str]                 # pod keys
+    others: bool                         # reserved for something other than a pod too
+    devices: frozenset[tuple[str, str, str]]
+    rows: dict[int, np.ndarray] = field(default_factory=dict, compare=False)   # node -> its freed row there
+    _counters: list = field(default_factory=list, compare=False)
+
+    def counters(self, devices: DeviceModel) -> bool:
+        """Whether its devices consume shared counters (what freeing them gives depends on the others)."""
+        if not self._counters:
+            self._counters.append(devices.shares_counters(self.devices))
+        return self._counters[0]
+
+
+def _held(key: str, claim: Mapping) -> _Held | None:
+    """A claim's holders and devices, or None when it is not allocated."""
+    status = claim.get("status") or {}
+    devices = frozenset(allocated_devices([claim]))
+    if not devices:
+        return None
+    namespace = key.split("/", 1)[0]
+    pods, others = set(), False
+    for consumer in status.get("reservedFor") or []:
+        if (consumer or {}).get("resource") == "pods" and not consumer.get("apiGroup"):
+            pods.add(f"{namespace}/{consumer.get('name')}")
+        else:
+            others = True
+    return _Held(frozenset(pods), others, devices)
 
 
 class Cluster:
@@ -57,6 +89,11 @@ class Cluster:
         for i, counts in enumerate(dra_total):
             self.dra_columns[i, [self.resources.column[name] for name in counts]] = True
         self.dra_used = np.zeros_like(allocatable)
+        # who holds each allocated claim (eviction_usage), brought up to date when asked after claim events
+        self._claims_dirty = True
+        self._claims_seen: dict[str, Mapping] = {}
+        self._held: dict[str, _Held] = {}
+        self._pod_claims: dict[str, set[str]] = {}
         if self.devices.allocated:
             self.claims_changed(sorted(self.node_index[n] for n in self.devices.allocated_nodes() if n in self.node_index))
         self.topology_objects = list(topology_objects)
@@ -79,6 +116,7 @@ class Cluster:
 
     def claims_changed(self, nodes: Iterable[int]) -> None:
         """Apply the model's allocated devices to these nodes' DRA columns (after a claim event)."""
+        self._claims_dirty = True
         for i in nodes:
             node = self.nodes[i]
             free = self._dra_columns(node, self.devices.counts(node.name, self.devices.allocated))
@@ -138,6 +176,98 @@ class Cluster:
             return None
         return np.fromiter((self.devices.claim_allows(spec, namespace, n) for n in self.nodes),
                            dtype=bool, count=len(self.nodes))
+
+    def asks_devices(self, spec: Mapping, namespace: str) -> bool:
+        """Whether kube-scheduler's DynamicResources plugin decides where this pending pod fits, on some node:
+        it has `spec.resourceClaims`, or it asks a resource some node counts from DRA devices (a class
+        column, or an extended resource a class serves where that node's allocatable lacks it; where the
+        allocatable has it, the device plugin serves it and NodeResourcesFit decides)."""
+        if spec.get("resourceClaims"):
+            return True
+        columns = [self.resources.column[name] for name, amount in self.pod_demand(spec, namespace).items()
+                   if amount > 0 and name in self.resources.column]
+        return bool(columns) and bool(self.dra_columns[:, columns].any())
+
+    # --- what an eviction frees ------------------------------------------------------------------
+    def _claim_holders(self) -> tuple[dict[str, set[str]], dict[str, "_Held"]]:
+        """(pod key -> the allocated claims it holds, claim -> who holds it and its devices), from each
+        claim's `status.reservedFor` and allocation. Kept up to date after claim events (`claims_changed`):
+        only the claims whose object changed (each event brings a new one) are read again."""
+        if self._claims_dirty:
+            claims, seen = self.devices.claims, self._claims_seen
+            changed = [key for key, claim in claims.items() if seen.get(key) is not claim]
+            gone = [key for key in seen if key not in claims] if changed or len(seen) != len(claims) else []
+            for key in changed + gone:
+                old = self._held.pop(key, None)
+                seen.pop(key, None)
+                for pod in old.pods if old is not None else ():
+                    self._pod_claims[pod].discard(key)
+                    if not self._pod_claims[pod]:
+                        del self._pod_claims[pod]
+            for key in changed:
+                seen[key] = claims[key]
+                held = _held(key, claims[key])
+                if held is not None:
+                    self._held[key] = held
+                    for pod in held.pods:
+                        self._pod_claims.setdefault(pod, set()).add(key)
+            self._claims_dirty = False
+        return self._pod_claims, self._held
+
+    def claim_holders(self) -> dict[str, frozenset[str]]:
+        """Bound pods holding allocated claims -> the bound pods sharing one of those claims (itself included)."""
+        by_pod, holders = self._claim_holders()
+        shared: dict[str, frozenset[str]] = {}
+        for key, claims in by_pod.items():
+            if key in self.pods:
+                shared[key] = frozenset(p for c in claims for p in holders[c].pods if p in self.pods)
+        return shared
+
+    def _counted_on(self, claim: str, bound: list[str]) -> str:
+        """The holder whose eviction row counts a claim: the first (key order) on a node of its devices."""
+        if len(bound) == 1:
+            return bound[0]
+        nodes = self.devices.claim_nodes(self.devices.claims[claim])
+        local = [p for p in bound if self.node_names[self.pods[p].node] in nodes]
+        return min(local or bound)
+
+    def _freed_row(self, node: int, devices: Collection[tuple[str, str, str]]) -> np.ndarray:
+        """The node's DRA columns gained once these allocated devices are free."""
+        info = self.nodes[node]
+        gain = self.resources.vector(self._dra_columns(info, self.devices.freed_counts(info.name, devices)))
+        return np.where(self.dra_columns[node], gain, 0)
+
+    def eviction_usage(self, key: str, together: Collection[str] = ()) -> np.ndarray:
+        """What evicting the bound pod `key` frees on its node, as a row: its request, and the devices of its
+        allocated claims that no remaining pod holds (`status.reservedFor`; `together`: the pods evicted
+        with it). A claim several of them hold is counted once, on the first of them (key order) on a node
+        of its devices, so the rows of pods evicted together add up; a claim a remaining pod (or another
+        consumer) holds frees nothing. Devices count by the node's columns after the claims are gone
+        (shared counters included: one freed MIG instance may give back a whole GPU). The one rule of the
+        victim search, the what-if advice and the preemptor's re-check; the devices are free in the model
+        only once the claim is deallocated (its event), not at the eviction. A claim's row on a node is
+        kept with the claim (its devices and the model's classes decide it) where no counters are shared."""
+        usage = self.pods[key]
+        by_pod, holders = self._claim_holders()
+        going = set(together) | {key}
+        freed = []
+        for claim in by_pod.get(key, ()):
+            held = holders[claim]
+            bound = [p for p in held.pods if p in self.pods]
+            if held.others or not going.issuperset(bound) or self._counted_on(claim, bound) != key:
+                continue
+            freed.append(held)
+        if not freed:
+            return usage.request.copy()
+        row = usage.request.copy()
+        if any(held.counters(self.devices) for held in freed):    # not additive: all freed devices at once
+            return row + self._freed_row(usage.node, [d for held in freed for d in held.devices])
+        for held in freed:
+            gain = held.rows.get(usage.node)
+            if gain is None:
+                gain = held.rows[usage.node] = self._freed_row(usage.node, held.devices)
+            row += gain
+        return row
 
     # --- pods ------------------------------------------------------------------------------------
     def add_pod(self, pod: Mapping) -> bool:

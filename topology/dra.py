@@ -659,6 +659,37 @@ class DeviceModel:
             nodes |= self._pool_nodes(self.pools.get(key))
         return nodes
 
+    def freed_counts(self, node: str, devices: Collection[tuple[str, str, str]]) -> dict[str, int]:
+        """Class -> how many more devices of the node could be allocated once the allocated `devices`
+        (driver, pool, device) are free: on the node's pools holding them only (so it costs their devices,
+        not the cluster's), counters included (one freed MIG instance may free its whole GPU)."""
+        gone = set(devices)
+        gained: dict[str, int] = {}
+        for key in {d[:2] for d in gone}:
+            pool = self.pools.get(key)
+            if pool is None or not (pool.all_nodes or node in pool.nodes):
+                continue
+            if not pool.counters:          # each freed device is one more of every class it matches
+                for name in self.classes:
+                    more = sum(d.key in gone for d in self.matching.get((key, name), ()))
+                    if more:
+                        gained[name] = gained.get(name, 0) + more
+                continue
+            before = [d for d in pool.devices if d.key in self.allocated]
+            after = [d for d in before if d.key not in gone]
+            taken, left = {d.key for d in before}, {d.key for d in after}
+            for name in self.classes:
+                matching = self.matching.get((key, name))
+                if matching:
+                    more = free_count(matching, pool, left, after) - free_count(matching, pool, taken, before)
+                    if more:
+                        gained[name] = gained.get(name, 0) + more
+        return gained
+
+    def shares_counters(self, devices: Iterable[tuple[str, str, str]]) -> bool:
+        """Whether any of these devices is in a pool with shared counters."""
+        return any(pool is not None and pool.counters for pool in (self.pools.get(d[:2]) for d in devices))
+
     def largest_count(self, device_class: str) -> int:
         """The most devices of a class any one node has (what `allocationMode: All` asks, approximated)."""
         if self._largest is None:

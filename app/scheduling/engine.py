@@ -42,7 +42,7 @@ from .refusal_cache import refusal_key, still_refused
 from .scores import NEUTRAL_SCORE, Scorer
 from .stale import StaleGangs
 from .unfit_gate import UnfitGangs
-from .wakeups import WAKE_ANNOTATION, Wakeups, wake, waiting  # noqa: F401 - WAKE_ANNOTATION: tests take it here
+from .wakeups import WAKE_ANNOTATION, Wakeups, unschedulable_condition, wake, waiting  # noqa: F401 - WAKE_ANNOTATION: tests take it here
 
 log = get_logger(__name__)
 
@@ -75,6 +75,7 @@ class GangScheduler:
         self.stale = StaleGangs(state, self.writer, self.wakeups)
         self.unfit = UnfitGangs(state, self.writer)      # gates on gangs that cannot fit (issue 39)
         self.offered_only = _Recent()                # native gangs whose best domain kube-scheduler refused
+        self.device_refusals = _Recent()             # kube-scheduler refusals of pods asking DRA devices, seen
         self.offered_domains = native_groups.OfferedDomains(state)   # quick refusals of a keyed gang's other domains
         self.member_wait = MemberWait(
             state.settings.member_wait, lambda: state.pods_added,
@@ -87,6 +88,37 @@ class GangScheduler:
     def _pod_changed(self, key: str | None, pod: Mapping | None) -> None:
         if self.preemptor is not None:       # its index of running pods (victims) follows the watch
             self.preemptor.running.update(key, pod)
+        if pod is None and key is not None:  # not running: pending (or gone)
+            self._refused_for_devices(key)
+
+    def _refused_for_devices(self, key: str) -> None:
+        """kube-scheduler marked a pending gang pod unschedulable and the pod asks DRA devices: its
+        DynamicResources plugin answered "cannot allocate all claims" (or would have) and its preemption
+        finds no candidate (the claims of the pods it would remove stay allocated in its view), so the
+        preempt verb, where a gang's preemption starts on a full cluster, is never called. The pod's
+        wake-up is made due now: the wake-up round plans the gang and starts its preemption
+        (_preempt_for_parked). On device-plugin nodes (nvidia.com/gpu in their allocatable) NodeResourcesFit
+        refuses and kube-scheduler's preemption calls the verb itself: nothing happens here. Each refusal
+        (pod, condition) is looked at once. Called under the state lock, from the pod's event."""
+        state = self.state
+        if self.preemptor is None or state.settings.preemption == "off" or self.writer is None:
+            return
+        namespace, name = key.split("/", 1)
+        pod = state.objects.get("Pod", namespace, name)
+        condition = unschedulable_condition(pod) if waiting(pod) else None
+        if condition is None or (pod.get("spec") or {}).get("schedulerName", "default-scheduler") \
+                not in state.settings.scheduler_names:
+            return
+        seen = f"{(pod.get('metadata') or {}).get('uid')}@{condition.get('lastTransitionTime')}:{condition.get('message')}"
+        if seen in self.device_refusals:
+            return
+        self.device_refusals.add(seen)
+        if not state.cluster.asks_devices(pod.get("spec") or {}, namespace):
+            return
+        gang = self._unplanned_gang(pod)
+        if gang is not None:
+            now = state.clock()
+            self.wakeups.refused(gang, namespace, name, now, ends_at=now - 0.5)      # due now
 
     # ------------------------------------------------------------------------------------------------
     # filter
@@ -553,19 +585,25 @@ class GangScheduler:
 
     def _unplanned_gang_pod(self, pod: Mapping) -> bool:
         """A gang pod whose gang has no plan yet (or a refused one) and no preemption under way."""
+        return self._unplanned_gang(pod) is not None
+
+    def _unplanned_gang(self, pod: Mapping) -> str | None:
+        """The gang of `_unplanned_gang_pod`, or None."""
         state = self.state
         if self.preemptor is None or state.settings.preemption == "off":
-            return False
+            return None
         with state.lock:
             try:
                 ident = planning.identify(state, pod)
             except planning.GroupingError:
-                return False
+                return None
             if ident is None or ident.gang in self.preemptor.active:
-                return False
+                return None
             plan = state.plans.get(ident.gang)
             # a refused gang whose preemption is decided (or that never fits) was answered by the filter
-            return plan is None or (plan.status == GANG_REFUSED and plan.preemption is None and not plan.never_fits)
+            if plan is None or (plan.status == GANG_REFUSED and plan.preemption is None and not plan.never_fits):
+                return ident.gang
+            return None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from prometheus_client import Counter
 
 from grouper import owner_of
 from grouper.names import MIRROR_ANNOTATION
-from topology.cluster import is_bound_and_running, pod_key
+from topology.cluster import Usage, is_bound_and_running, pod_key
 from topology.groups import GroupTree
 from grouper.affinity import selects
 from topology.preemption import (PreemptionPlan, RunningGang, RunningPod, beyond_priority, cannot_preempt_clause,
@@ -232,11 +232,12 @@ class Preemptor:
         if list(cluster.node_names) != list(inp.node_names):
             return False
         free = cluster.free.copy()
+        going = {victim.pod for victim in result.victims}
         for victim in result.victims:
             usage = cluster.pods.get(victim.pod)
             if usage is None or usage.node != victim.node:
                 return False
-            free[usage.node] += usage.request
+            free[usage.node] += cluster.eviction_usage(victim.pod, going)
         need = np.zeros_like(free)
         for slot, node in result.plan.slots.items():
             if slot not in inp.bound:
@@ -457,7 +458,8 @@ class RunningIndex:
     """What the victim search needs of every running pod, kept as pods come and go (ServiceState's
     on_pod_changed): pod key -> (what evicting it breaks, its priority, its slot when we bound it). A
     search copies it and the cluster's usage (two dict copies, in C) under the lock and groups them in its
-    own thread: nothing walks every pod under the lock (running_gangs took 0.3-0.6 s at 18,000 pods)."""
+    own thread: nothing walks every pod under the lock (running_gangs took 0.3-0.6 s at 18,000 pods). Only
+    the pods holding allocated DRA claims get their row computed there (what evicting them frees)."""
 
     def __init__(self, state: ServiceState):
         self.state = state
@@ -483,12 +485,36 @@ class RunningIndex:
                           annotations.get(SLOT_ANNOTATION, "") if annotations.get(GANG_ANNOTATION) else None)
 
     def snapshot(self) -> tuple[dict, dict, dict]:
-        """Under the lock: (the index, the cluster's pod usage, elastic slots of the gangs we planned)."""
+        """Under the lock: (the index, what evicting each pod frees, elastic slots of the gangs we planned)."""
         state = self.state
         optional = {plan.key: frozenset(str(slot) for group in plan.tree.groups() if group.is_leaf
                                         for slot in group.slots[group.leaf_min():])
                     for plan in state.plans}
-        return dict(self.pods), dict(state.cluster.pods), {k: v for k, v in optional.items() if v}
+        optional = {k: v for k, v in optional.items() if v}
+        return dict(self.pods), self._eviction_usage(optional), optional
+
+    def _eviction_usage(self, optional: Mapping[str, frozenset]) -> dict:
+        """The cluster's pod usage, with the devices of their allocated claims added for the pods holding
+        some (Cluster.eviction_usage): a pod evicted only with its whole gang frees the claims it shares
+        with the gang's other such pods; a pod that may go alone (elastic), only those it holds alone. Only
+        the pods holding claims are looked at (none on a cluster without DRA)."""
+        cluster = self.state.cluster
+        usage = dict(cluster.pods)
+        for key, sharing in cluster.claim_holders().items():
+            entry = self.pods.get(key)
+            if entry is None:
+                continue
+            gang = entry[0]
+            alone = _may_go_alone(entry, optional.get(gang, ()))
+            together = () if alone else [k for k in sharing if k in self.pods and self.pods[k][0] == gang
+                                         and not _may_go_alone(self.pods[k], optional.get(gang, ()))]
+            usage[key] = Usage(usage[key].node, cluster.eviction_usage(key, together))
+        return usage
+
+
+def _may_go_alone(entry: tuple[str, int, str | None], elastic: frozenset | tuple) -> bool:
+    """An index entry's pod is an elastic pod of its gang (group_running's rule): it may be evicted alone."""
+    return entry[2] is not None and entry[2] in elastic
 
 
 def running_gangs(state: ServiceState, index: RunningIndex | None = None) -> list[RunningGang]:

@@ -84,13 +84,20 @@ def _victims_that_fit(state: ServiceState, tree: GroupTree, victims: Mapping[str
     cluster = state.cluster
     free = cluster.free.copy()
     by_uid = {(p.get("metadata") or {}).get("uid"): p for p in state.objects.list("Pod")}
+    going = {pod_key(by_uid[uid]) for uids in victims.values() for uid in uids if uid in by_uid}
     for node, uids in victims.items():
         index = cluster.node_index.get(node)
         if index is None:
             continue
         for uid in uids:
             victim = by_uid.get(uid)
-            if victim is not None:
+            if victim is None:
+                continue
+            key = pod_key(victim)
+            usage = cluster.pods.get(key)
+            if usage is not None and usage.node == index:
+                free[index] += cluster.eviction_usage(key, going)
+            else:
                 free[index] += cluster.resources.vector(pod_requests(victim.get("spec") or {}))
     bound = {slot: node for slot, (_, node) in state.bound.get(tree.key, {}).items()}
     result = planning.plan(state, tree, bound=bound, free=free)

@@ -109,6 +109,22 @@ def _timestamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def unschedulable_condition(pod: Mapping) -> Mapping | None:
+    """The PodScheduled condition kube-scheduler sets when it marked the pod unschedulable (status False,
+    reason Unschedulable), else None."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
+                and condition.get("reason") == "Unschedulable":
+            return condition
+    return None
+
+
+def refused_by_kube_scheduler(pod: Mapping) -> str | None:
+    """kube-scheduler's own message when it marked the pod unschedulable, else None."""
+    condition = unschedulable_condition(pod)
+    return None if condition is None else condition.get("message") or "unschedulable"
+
+
 def waiting(pod: Mapping | None) -> bool:
     """Whether a pod (the service's copy) still waits for a node: it exists, is unbound and not deleting."""
     return pod is not None and not (pod.get("spec") or {}).get("nodeName") \

@@ -19,6 +19,7 @@ from .admitted import admitted_tree
 from .engine import gang_summary
 from .planning import identify, plan_input
 from .preemptor import running_gangs, search_snapshot, searched
+from .wakeups import refused_by_kube_scheduler
 from ..state import ServiceState
 from ..state.plans import GANG_REFUSED
 
@@ -78,16 +79,6 @@ def _unplanned(state: ServiceState, gang: str, index=None) -> dict:
     advice = advise(inp, running, protected=set(guarded), occupied_count=others, refused=False)
     return {**head, **advice.to_json(node_names, inp.resources.names),
             "protected_by_budgets": dict(sorted(guarded.items())), "preemption": state.settings.preemption}
-
-
-def refused_by_kube_scheduler(pod) -> str | None:
-    """kube-scheduler's own message when it marked the pod unschedulable (condition PodScheduled False,
-    reason Unschedulable), else None."""
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
-                and condition.get("reason") == "Unschedulable":
-            return condition.get("message") or "unschedulable"
-    return None
 
 
 def unplanned_gangs(state: ServiceState) -> list[dict]:

@@ -33,9 +33,6 @@ def known_gap(reason: str):
 
 RE_PLANNED = known_gap("binds in one rack but not on the first plan: 're-plan of job-4 failed (node without room)'")
 CLAIM_DEMAND = known_gap("spec.resourceClaims from templates are not yet pod demand: re-plans, then a stale-gang eviction")
-NO_PREEMPT_VERB = known_gap("kube-scheduler's DynamicResources answers 'cannot allocate all claims' and never calls "
-                            "the preempt verb: the service must start DRA gang preemption itself")
-WHATIF_DRA = known_gap("the what-if advice does not count the DRA devices that evicting the holders would free")
 CEL_EVAL_METRIC = known_gap("a class whose CEL fails at evaluation is not named in the metric within 60 s")
 
 # the issue's cluster: 2 blocks x 2 racks x 4 nodes, each node 8 DRA GPUs
@@ -228,7 +225,6 @@ def test_a_claim_shared_by_the_pods_of_a_gang_is_counted_once(cluster, ns):
 
 
 @needs_dra_core
-@NO_PREEMPT_VERB
 def test_gang_preemption_frees_dra_devices(cluster, ns, priority_classes):
     """A low-priority 4 x 8-GPU gang holds every DRA GPU of the rack; the high-priority gang preempts it
     whole, kube-scheduler deallocates the victims' claims, and the high gang binds on the freed devices."""
@@ -244,7 +240,6 @@ def test_gang_preemption_frees_dra_devices(cluster, ns, priority_classes):
 
 
 @needs_dra_core
-@WHATIF_DRA
 def test_whatif_advice_names_the_pods_holding_dra_devices(cluster, ns, priority_classes):
     """High-priority pods hold every DRA GPU of one rack: a low-priority gang asking a rack cannot preempt
     them, and the what-if advice names the 4 holders and the nodes it would take; once they
