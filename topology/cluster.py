@@ -147,6 +147,9 @@ class Cluster:
                 row[column] = node.allocatable.get(name, 0) + total.get(name, 0)
             self.capacity.set_allocatable(i, row)
         self.claims_changed(nodes)
+        for held in self._held.values():        # what freeing a claim gives depends on the devices and classes
+            held.rows.clear()
+            held._counters.clear()
         return True
 
     @classmethod

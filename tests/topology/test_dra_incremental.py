@@ -186,3 +186,19 @@ def test_any_sequence_of_slice_events_agrees_with_a_model_built_from_scratch(eve
         if mine is not None:
             assert np.array_equal(cluster.capacity.allocatable[:, mine], theirs), name
             assert np.array_equal(cluster.capacity.free[:, mine], rebuilt.capacity.free[:, column]), name
+
+
+def test_what_evicting_a_pod_frees_follows_a_class_event_in_place():
+    from topology.demo import _pod
+    claim = dra_claim("p-gpu", "research", "node-01", ["gpu-0", "gpu-1", "gpu-2", "gpu-3"])
+    claim["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "demo-p"}]
+    cluster = Cluster(nodes(), (), model(classes(), slices(mig_node=None), [claim]))
+    cluster.add_pod(_pod("p", "node-01", 4))
+    column = cluster.resources.column["gpu.nvidia.com"]
+    assert cluster.eviction_usage("research/p")[column] == 4
+    second_root = copy.deepcopy(DRA_GPU_CLASS)              # GPUs 4-7 only: none of the claim's
+    second_root["spec"]["selectors"].append(
+        {"cel": {"expression": "device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:01'"}})
+    touched = cluster.devices.apply_class(DRA_GPU_CLASS, second_root)
+    assert cluster.devices_changed([cluster.node_index[n] for n in touched])
+    assert cluster.eviction_usage("research/p")[column] == 0
