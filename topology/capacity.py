@@ -21,6 +21,11 @@ class Capacity:
         self.used[node] += sign * request
         self.free[node] -= sign * request
 
+    def set_allocatable(self, node: int, row: np.ndarray) -> None:
+        """A node's allocatable changed in place (its DRA devices): free follows by the difference."""
+        self.free[node] += row - self.allocatable[node]
+        self.allocatable[node] = row
+
     def reserve(self, node: int, request: np.ndarray, sign: int = 1) -> None:
         self.reserved[node] += sign * request
         self.free[node] -= sign * request

@@ -100,7 +100,7 @@ class Cluster:
         self._pod_claims: dict[str, set[str]] = {}
         self.links = self._links(dra_total)
         if self.devices.allocated:
-            self.claims_changed(range(len(self.nodes)))
+            self.claims_changed(sorted(self.node_index[n] for n in self.devices.allocated_nodes() if n in self.node_index))
         self.topology_objects = list(topology_objects)
         self.topologies = build_trees(self.topology_objects, self.nodes)
         self.pods: dict[str, Usage] = {}
@@ -160,9 +160,11 @@ class Cluster:
         self._claims_dirty = True
         for i in nodes:
             node = self.nodes[i]
-            total = self._dra_columns(node, self._device_counts(node.name))
             free = self._dra_columns(node, self._device_counts(node.name, self.devices.allocated))
-            used = self.resources.vector({name: total[name] - free.get(name, 0) for name in total})
+            used = np.zeros(len(self.resources), dtype=np.int64)
+            for column in np.flatnonzero(self.dra_columns[i]):      # the node's devices: allocatable less its own
+                name = self.resources.names[column]
+                used[column] = self.capacity.allocatable[i, column] - node.allocatable.get(name, 0) - free.get(name, 0)
             self.capacity.use(i, used - self.dra_used[i])
             self.dra_used[i] = used
 
@@ -185,6 +187,33 @@ class Cluster:
         for key in holds:
             self._hold_again(key)
         return [i for i, grew in zip(nodes, (self.capacity.free[nodes] > free_before).any(axis=1)) if grew]
+
+    def devices_changed(self, nodes: Iterable[int]) -> bool:
+        """Apply the model's device counts to these nodes' rows in place (after a slice or class event):
+        allocatable, then the devices claims use. False, changing nothing, when a node would count a DRA
+        column it does not count yet (a new column, or one its bound pods' requests were counted in): that
+        needs a new Cluster."""
+        if self.request_columns.selectors or self.request_columns.groups:
+            return False        # selector and group columns are counted from the model they were built on
+        nodes = list(nodes)
+        totals = [self._dra_columns(self.nodes[i], self.devices.counts(self.nodes[i].name)) for i in nodes]
+        for i, total in zip(nodes, totals):
+            for name in total:
+                column = self.resources.column.get(name)
+                if column is None or not self.dra_columns[i, column]:
+                    return False
+        for i, total in zip(nodes, totals):
+            node = self.nodes[i]
+            row = self.capacity.allocatable[i].copy()
+            for column in np.flatnonzero(self.dra_columns[i]):
+                name = self.resources.names[column]
+                row[column] = node.allocatable.get(name, 0) + total.get(name, 0)
+            self.capacity.set_allocatable(i, row)
+        self.claims_changed(nodes)
+        for held in self._held.values():        # what freeing a claim gives depends on the devices and classes
+            held.rows.clear()
+            held._counters.clear()
+        return True
 
     @classmethod
     def from_objects(cls, objects: ClusterObjects) -> "Cluster":

@@ -1,6 +1,9 @@
-"""The built-in demo cluster: 2 zones x 2 blocks x 2 racks x 4 nodes of 8 GPUs, a few of them busy,
-one NotReady and one tainted, described by a KAI Topology and a Kueue Topology."""
+"""The built-in demo cluster: 2 zones x 2 blocks x 2 racks x 4 nodes of 8 GPUs on the device plugin, plus
+one rack of 4 nodes whose 8 GPUs are published through DRA (one of them partitionable into MIG instances),
+a few of them busy, one NotReady and one tainted, described by a KAI Topology and a Kueue Topology."""
 from __future__ import annotations
+
+import copy
 
 from .tree import HOSTNAME_LABEL
 
@@ -53,6 +56,7 @@ def demo_objects() -> list[dict]:
     by_name = {o["metadata"]["name"]: o for o in objects}
     by_name["node-16"]["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
     by_name["node-24"]["spec"]["taints"] = [{"key": "maintenance", "value": "nic-firmware", "effect": "NoSchedule"}]
+    objects += dra_rack_objects()
     objects += [
         _pod("inference-0", "node-01", 4), _pod("inference-1", "node-02", 4),
         _pod("notebook-ana", "node-09", 8), _pod("eval-small-0", "node-17", 2),
@@ -230,3 +234,99 @@ def dra_claim(name: str, namespace: str, node: str, devices: list[str], request:
                                         for d in devices]},
                 "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
                     {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}}
+
+
+# ---- the demo's DRA rack: what NVIDIA's DRA driver publishes (names as in kubernetes-sigs/dra-driver-nvidia-gpu) ----
+
+DRA_RACK = ("zone-b", "b-block-3", "b-block-3-rack-1")
+DRA_RACK_NODES = (33, 34, 35, 36)
+DRA_MIG_NODE = 35                       # its GPUs are partitionable: a whole GPU or two 3g.40gb instances
+H100_MEMORY = 80 * 2**30
+MIG_SMS, MIG_MEMORY_SLICES = 7, 8       # the counters of one GPU's counter set in this layout
+
+
+def nvidia_gpu_device(node: str, minor: int) -> dict:
+    """Full GPU `gpu-<minor>` with the attributes the driver publishes (no `index`: the driver dropped it);
+    GPUs 0-3 on the first PCIe root, 4-7 on the second."""
+    return {"name": f"gpu-{minor}", "attributes": {
+        "type": {"string": "gpu"}, "uuid": {"string": f"GPU-demo-{node}-{minor}"},
+        "productName": {"string": "NVIDIA H100 80GB HBM3"}, "brand": {"string": "Nvidia"},
+        "architecture": {"string": "Hopper"}, "cudaComputeCapability": {"version": "9.0.0"},
+        "driverVersion": {"version": "580.95.5"}, "cudaDriverVersion": {"version": "13.0.0"},
+        "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{minor // 4:02x}"}},
+        "capacity": {"memory": {"value": str(H100_MEMORY)}}}
+
+
+def _consumes(minor: int, sms: int, memory: int, start: int, size: int) -> list[dict]:
+    counters = {"multiprocessors": {"value": str(sms)}, "memory": {"value": str(memory)}}
+    counters.update({f"memory-slice-{i}": {"value": "1"} for i in range(start, start + size)})
+    return [{"counterSet": f"gpu-{minor}-counter-set", "counters": counters}]
+
+
+def nvidia_mig_devices(node: str, minor: int) -> list[dict]:
+    """The full GPU (consuming every counter of its set) and its two 3g.40gb instances (half each)."""
+    full = nvidia_gpu_device(node, minor)
+    full["consumesCounters"] = _consumes(minor, MIG_SMS, H100_MEMORY, 0, MIG_MEMORY_SLICES)
+    halves = []
+    for half in range(2):
+        start = half * MIG_MEMORY_SLICES // 2
+        halves.append({"name": f"gpu-{minor}-mig-3g40gb-9-{start}", "attributes": {
+            "type": {"string": "mig"}, "profile": {"string": "3g.40gb"},
+            "parentUUID": {"string": f"GPU-demo-{node}-{minor}"}, "productName": {"string": "NVIDIA H100 80GB HBM3"}},
+            "capacity": {"multiprocessors": {"value": "3"}, "memory": {"value": str(H100_MEMORY // 2)}},
+            "consumesCounters": _consumes(minor, 3, H100_MEMORY // 2, start, MIG_MEMORY_SLICES // 2)})
+    return [full, *halves]
+
+
+def nvidia_slices(node: str, gpus: int = 8, mig: bool = False) -> list[dict]:
+    """The node's pool (named after the node) as the driver publishes it: one slice of full GPUs; with
+    `mig`, one slice of counter sets and one of devices (a slice holds counters or devices, not both)."""
+    def one(part: str, count: int, spec: dict) -> dict:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": f"{node}-gpu-{part}"},
+                "spec": {"driver": DRA_DRIVER, "nodeName": node,
+                         "pool": {"name": node, "generation": 1, "resourceSliceCount": count}, **spec}}
+    if not mig:
+        return [one("gpus", 1, {"devices": [nvidia_gpu_device(node, m) for m in range(gpus)]})]
+    counters = [{"name": f"gpu-{m}-counter-set", "counters": {
+        "multiprocessors": {"value": str(MIG_SMS)}, "memory": {"value": str(H100_MEMORY)},
+        **{f"memory-slice-{i}": {"value": "1"} for i in range(MIG_MEMORY_SLICES)}}} for m in range(gpus)]
+    return [one("counters", 2, {"sharedCounters": counters}),
+            one("mig", 2, {"devices": [d for m in range(gpus) for d in nvidia_mig_devices(node, m)]})]
+
+
+def dra_rack_objects() -> list[dict]:
+    """Nodes 33-36 (block b-block-3, one rack) without nvidia.com/gpu in allocatable, their ResourceSlices,
+    the driver's DeviceClasses (`gpu.nvidia.com` serving nvidia.com/gpu, `mig.nvidia.com`), and two running
+    pods with their allocated claims: 4 GPUs of node-33 (asked as nvidia.com/gpu: 4, in the claim
+    kube-scheduler made), and one 3g.40gb instance of node-35's gpu-0 (a claim template's), which takes
+    that whole GPU from nvidia.com/gpu."""
+    zone, block, rack = DRA_RACK
+    objects: list[dict] = []
+    for index in DRA_RACK_NODES:
+        node = dra_node(_node(index, zone, block, rack))
+        objects.append(node)
+        objects += nvidia_slices(node["metadata"]["name"], mig=index == DRA_MIG_NODE)
+    objects += copy.deepcopy([DRA_GPU_CLASS, DRA_MIG_CLASS])
+    served = _pod("inference-dra-0", "node-33", 4)
+    served["status"]["extendedResourceClaimStatus"] = {
+        "resourceClaimName": "inference-dra-0-extended-resources-demo",
+        "requestMappings": [{"containerName": "main", "resourceName": GPU, "requestName": "container-0-request-0"}]}
+    claim = dra_claim("inference-dra-0-extended-resources-demo", "research", "node-33",
+                      [f"gpu-{i}" for i in range(4)], request="container-0-request-0")
+    claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "gpu.nvidia.com"
+    mig_pod = _pod("notebook-mig", "node-35", 0)
+    resources = mig_pod["spec"]["containers"][0]["resources"]
+    resources["requests"].pop(GPU)
+    resources["limits"].pop(GPU)
+    resources["claims"] = [{"name": "mig"}]
+    mig_pod["spec"]["resourceClaims"] = [{"name": "mig", "resourceClaimTemplateName": "one-mig"}]
+    mig_pod["status"]["resourceClaimStatuses"] = [{"name": "mig", "resourceClaimName": "notebook-mig-mig-demo"}]
+    mig_claim = dra_claim("notebook-mig-mig-demo", "research", "node-35", ["gpu-0-mig-3g40gb-9-0"], request="mig")
+    mig_claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "mig.nvidia.com"
+    mig_claim["spec"]["devices"]["requests"][0]["exactly"]["count"] = 1
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "one-mig", "namespace": "research"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "mig", "exactly": {
+                    "deviceClassName": "mig.nvidia.com", "count": 1}}]}}}}
+    return objects + [served, claim, mig_pod, mig_claim, template]

@@ -48,9 +48,12 @@ TOPOLOGY_KINDS = {("kai.scheduler", "Topology"), ("kueue.x-k8s.io", "Topology"),
 # deleted nodes are re-planned (and their pods woken) even when no request reads the model meanwhile.
 STALE_REBUILD_DELAY = 0.2
 DRA_GROUP = "resource.k8s.io"
-# a change builds a new model (a template's: the demand of the pods that name it)
-DEVICE_KINDS = {(DRA_GROUP, "DeviceClass"), (DRA_GROUP, "ResourceSlice"), (DRA_GROUP, "ResourceClaimTemplate")}
-CLAIM_KINDS = {(DRA_GROUP, "ResourceClaim")}                                     # kept incrementally
+# kept in place: a slice's pool, a class's devices (topology/dra.py), a claim's devices; a template's change
+# builds a new model (the demand of the pods that name it)
+SLICE_KINDS = {(DRA_GROUP, "ResourceSlice")}
+CLASS_KINDS = {(DRA_GROUP, "DeviceClass")}
+DEVICE_KINDS = SLICE_KINDS | CLASS_KINDS | {(DRA_GROUP, "ResourceClaimTemplate")}
+CLAIM_KINDS = {(DRA_GROUP, "ResourceClaim")}
 
 
 def kind_of(obj: Mapping) -> WatchedKind:
@@ -184,8 +187,8 @@ class ServiceState:
                 obj = self._keep_local_binding(event, obj)
             elif kind.kind != "Node":
                 metadata = obj.get("metadata") or {}
-                before = self.objects.get(kind.kind, metadata.get("namespace") or "default", metadata.get("name"),
-                                          group=kind.group)
+                namespace = metadata.get("namespace") or ("default" if kind.namespaced else "")
+                before = self.objects.get(kind.kind, namespace, metadata.get("name"), group=kind.group)
             self.objects.apply(kind, event, obj)
             if kind.kind == "Pod":
                 if event == "ADDED":
@@ -197,8 +200,12 @@ class ServiceState:
                 self._on_pod(event, obj)
             elif (kind.group, kind.kind) in CLAIM_KINDS:
                 self._on_claim(before, None if event == "DELETED" else obj)
+            elif (kind.group, kind.kind) in SLICE_KINDS:
+                self._on_devices(self._cluster.devices.apply_slice, before, None if event == "DELETED" else obj)
+            elif (kind.group, kind.kind) in CLASS_KINDS:
+                self._on_devices(self._cluster.devices.apply_class, before, None if event == "DELETED" else obj)
             elif (kind.group, kind.kind) in DEVICE_KINDS:
-                self._stale()                   # a driver publishes many slices at once: one rebuild
+                self._stale()
             elif kind.kind == "Node" or (kind.group, kind.kind) in TOPOLOGY_KINDS:
                 if not self.synced_once:
                     self._dirty = True          # rebuilt once, when the first sync completes
@@ -223,10 +230,36 @@ class ServiceState:
         for i in cluster.claim_changed(before, after):
             self.changes.note_freed(i)
 
+    def _on_devices(self, apply: Callable[[Mapping | None, Mapping | None], set[str] | None],
+                    before: Mapping | None, after: Mapping | None) -> None:
+        """A ResourceSlice or DeviceClass changed: the model applies it in place (`apply`: the DeviceModel's
+        apply_slice / apply_class) and the touched nodes' rows follow. A change of columns (a new class, a
+        class newly skipped, a node counting a column it did not), or a node left holding more than it
+        has, builds a new model instead (which re-reserves the slots held)."""
+        self.generation += 1
+        if self._dirty or not self.synced_once:
+            self._dirty = True
+            return
+        cluster = self._cluster
+        touched = apply(before, after)
+        rows = sorted(cluster.node_index[n] for n in touched or () if n in cluster.node_index)
+        before_free = cluster.capacity.free[rows].copy()
+        if touched is None or not cluster.devices_changed(rows):
+            self._stale()
+            return
+        short = (cluster.capacity.free[rows] < 0) & (before_free >= 0) & cluster.dra_columns[rows]
+        if short.any():                         # devices gone under a reservation or a claim: hold them again
+            self._stale()
+            return
+        for i, row in zip(rows, cluster.capacity.free[rows] > before_free):
+            if row.any():
+                self.changes.note_freed(i)
+
     def _devices(self, nodes: Sequence[NodeInfo]) -> DeviceModel:
+        """A new DeviceModel, taking over the CEL answers and parsed slices of the current one."""
         return DeviceModel(self.objects.list("DeviceClass", DRA_GROUP), self.objects.list("ResourceSlice", DRA_GROUP),
                            self.objects.list("ResourceClaim", DRA_GROUP), nodes,
-                           self.objects.list("ResourceClaimTemplate", DRA_GROUP))
+                           self.objects.list("ResourceClaimTemplate", DRA_GROUP), cache=self._cluster.devices.cache)
 
     def _on_workload(self, kind: WatchedKind, event: EventType, obj: Mapping, before: Mapping | None) -> None:
         """A workload or PodGroup changed: cached refusals may be stale. One deleted or suspended sends no

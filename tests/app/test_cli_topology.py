@@ -45,7 +45,8 @@ def test_demo_is_the_default_and_other_resources_can_be_shown(capsys):
 def test_an_unknown_resource_lists_the_valid_ones(capsys):
     code, out, err = run(capsys, "--resource", "example.com/fpga")
     assert code == 2 and out == ""
-    assert "example.com/fpga" in err and "cpu, memory, pods, nvidia.com/gpu" in err
+    assert "example.com/fpga" in err and "valid: cpu, memory, pods, " in err
+    assert {"nvidia.com/gpu", "gpu.nvidia.com"} <= set(err.split("valid: ")[1].strip().split(", "))
 
 
 def test_a_cluster_file(tmp_path, capsys):

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.cli import main
+from demo_figures import by_level, demo_cluster, most_in_one, pods_if_pods_gone, pods_of, whole_free_nodes
 from service_helpers import GPU, make_client
 from topology.fragmentation import ShapeError, Shape, default_shapes, measure, parse_shape
 from topology.tree import Level, TopologyTree
@@ -99,20 +100,24 @@ def test_debug_topology_reports_whole_free_domains_and_the_largest_gangs_on_the_
     body = client.get("/debug/topology", params={"below_priority": 1000, "domains": "true"}).json()
     default = body["topologies"][0]["fragmentation"]
     assert default["resource"] == GPU and default["below_priority"] == 1000
-    # the demo: 23 of 32 nodes wholly free and usable (node-16 NotReady, node-24 tainted, 7 partly used);
-    # racks a-block-1-rack-2 and b-block-2-rack-2 whole; no block or zone
+    # the demo: every node wholly free and usable but node-16 (NotReady), node-24 (tainted) and the partly
+    # used ones; racks a-block-1-rack-2 and b-block-2-rack-2 whole; no block or zone
+    cluster = demo_cluster()
+    tree = cluster.topologies["default"]
     assert [(level["level"], level["whole_free"], level["domains"]) for level in default["levels"]] == \
-        [("zone", 0, 2), ("block", 0, 4), ("rack", 2, 8), ("host", 23, 32)]
+        [("zone", 0, 2), ("block", 0, tree.domain_count(1)), ("rack", 2, tree.domain_count(2)),
+         ("host", whole_free_nodes(cluster), len(cluster.nodes))]
     racks = {d["id"].rsplit("/", 1)[-1]: d for d in default["levels"][2]["per_domain"]}
     assert racks["a-block-1-rack-1"]["whole_free_nodes"] == 2 and racks["a-block-1-rack-1"]["unit_nodes"] == 4
     largest = {(i["shape"], i["level"]): i for i in default["largest"]}
-    assert largest[(f"{GPU}=8", "rack")]["pods"] == 4
-    assert largest[(f"{GPU}=8", "block")]["pods"] == 6
-    assert largest[(f"{GPU}=8", "cluster")]["pods"] == 23
-    assert largest[(f"{GPU}=1", "cluster")]["pods"] == 204
-    # every demo pod has priority 0: all of them gone, 30 usable nodes are whole
-    assert largest[(f"{GPU}=8", "cluster")]["pods_if_lower_gone"] == 30
-    assert largest[(f"{GPU}=8", "block")]["pods_if_lower_gone"] == 8
+    assert largest[(f"{GPU}=8", "rack")]["pods"] == most_in_one(cluster, "rack") == 4
+    assert largest[(f"{GPU}=8", "block")]["pods"] == most_in_one(cluster, "block")
+    assert largest[(f"{GPU}=8", "cluster")]["pods"] == int(pods_of(cluster).sum())
+    assert largest[(f"{GPU}=1", "cluster")]["pods"] == int(pods_of(cluster, 1).sum())
+    # every demo pod has priority 0: all of them gone, every usable node is whole but where a claim holds GPUs
+    gone = by_level(cluster, pods_if_pods_gone(cluster))
+    assert largest[(f"{GPU}=8", "cluster")]["pods_if_lower_gone"] == gone[0]
+    assert largest[(f"{GPU}=8", "block")]["pods_if_lower_gone"] == gone[2]
     shaped = client.get("/debug/topology", params={"shape": "nvidia.com/gpu=4"}).json()
     assert {i["shape"] for i in shaped["topologies"][0]["fragmentation"]["largest"]} == {f"{GPU}=4"}
     assert "per_domain" not in shaped["topologies"][0]["fragmentation"]["levels"][0]
@@ -123,18 +128,24 @@ def test_debug_topology_reports_whole_free_domains_and_the_largest_gangs_on_the_
 def test_metrics_expose_free_domains_and_largest_placeable():
     client = make_client()
     text = client.get("/metrics").text
+    cluster = demo_cluster()
     assert 'tas_extender_free_domains{level="rack",topology="default"} 2.0' in text
-    assert 'tas_extender_free_domains{level="host",topology="default"} 23.0' in text
+    assert f'tas_extender_free_domains{{level="host",topology="default"}} {whole_free_nodes(cluster)}.0' in text
     assert 'tas_extender_largest_placeable{level="rack",shape="nvidia.com/gpu=8",topology="default"} 4.0' in text
-    assert 'tas_extender_largest_placeable{level="cluster",shape="nvidia.com/gpu=1",topology="default"} 204.0' in text
+    assert ('tas_extender_largest_placeable{level="cluster",shape="nvidia.com/gpu=1",topology="default"} '
+            f'{int(pods_of(cluster, 1).sum())}.0') in text
 
 
 def test_the_topology_command_prints_whole_free_domains_and_largest_gangs(capsys):
     assert main(["topology", "--below-priority", "1"]) == 0
     out = capsys.readouterr().out
     assert "a-block-1-rack-1                             24/32   whole free: 2/4 nodes" in out
-    assert "whole free (every nvidia.com/gpu free, node usable): zone 0/2, block 0/4, rack 2/8, host 23/32" in out
+    cluster = demo_cluster()
+    tree = cluster.topologies["default"]
+    blocks, racks, nodes = tree.domain_count(1), tree.domain_count(2), len(cluster.nodes)
+    assert (f"whole free (every nvidia.com/gpu free, node usable): zone 0/2, block 0/{blocks}, "
+            f"rack 2/{racks}, host {whole_free_nodes(cluster)}/{nodes}") in out
     row = next(line for line in out.splitlines() if line.strip().startswith("nvidia.com/gpu=8 ("))
-    assert row.split()[-5:] == ["30", "15", "8", "4", "1"]
+    assert row.split()[-5:] == [str(n) for n in by_level(cluster, pods_if_pods_gone(cluster))]
     assert main(["topology", "--shape", "gpu=1"]) == 2
     assert "--shape" in capsys.readouterr().err

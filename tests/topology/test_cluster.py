@@ -184,11 +184,26 @@ def test_a_pod_with_a_bad_quantity_names_the_pod():
 
 def test_the_demo_cluster(demo_cluster):
     c = demo_cluster
-    assert len(c.nodes) == 32 and sorted(c.topologies) == ["default", "kueue-default"]
+    assert len(c.nodes) == 36 and sorted(c.topologies) == ["default", "kueue-default"]
     assert c.topology_errors == {}
     unusable = [c.node_names[i] for i in np.flatnonzero(~c.usable(PodPlacementRules()))]
     assert unusable == ["node-16", "node-24"]                     # NotReady, tainted
     tree = c.topology("default")
-    assert [tree.domain_count(level) for level in range(tree.depth)] == [2, 4, 8, 32]
+    assert [tree.domain_count(level) for level in range(tree.depth)] == [2, 5, 9, 36]
     gpu = c.resources.column[GPU]
-    assert int(c.free[:, gpu].sum()) == 256 - 36                 # 7 pods hold 36 GPUs
+    # 7 device-plugin pods hold 36 GPUs; on the DRA rack a claim holds 4 and a MIG instance a whole GPU
+    assert int(c.free[:, gpu].sum()) == 288 - 36 - 4 - 1
+
+
+def test_the_demo_cluster_has_a_rack_of_dra_gpus(demo_cluster):
+    c = demo_cluster
+    dra = [f"node-{i}" for i in (33, 34, 35, 36)]
+    assert all(GPU not in c.nodes[c.node_index[n]].allocatable for n in dra)     # the driver's, not the plugin's
+    assert {c.topology("default").node_path(c.node_index[n])[2] for n in dra} == {"b-block-3-rack-1"}
+    gpu, mig = c.resources.column[GPU], c.resources.column["mig.nvidia.com"]
+    rows = [c.node_index[n] for n in dra]
+    assert c.capacity.allocatable[rows, gpu].tolist() == [8, 8, 8, 8]
+    assert c.free[rows, gpu].tolist() == [4, 8, 7, 8]               # 4 in a claim; one MIG instance of gpu-0
+    assert c.capacity.allocatable[rows, mig].tolist() == [0, 0, 16, 0]
+    assert c.free[rows, mig].tolist() == [0, 0, 15, 0]              # the other half of gpu-0 is still free
+    assert c.devices.errors == {} and c.devices.problems == []

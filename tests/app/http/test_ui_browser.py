@@ -234,7 +234,8 @@ def test_page_shows_racks_nodes_and_gangs_without_console_errors(service, browse
     loaded(browser, f"{service.url}/ui")
     text = browser.evaluate("document.body.innerText")
     racks = [f"{block}-rack-{i}" for block in ("a-block-1", "a-block-2", "b-block-1", "b-block-2") for i in (1, 2)]
-    for name in ["zone-a", "zone-b", *racks, "node-01", "node-32", "pg-llama-uid-llama", "pg-huge-uid-huge",
+    racks.append("b-block-3-rack-1")           # the DRA rack
+    for name in ["zone-a", "zone-b", *racks, "node-01", "node-32", "node-36", "pg-llama-uid-llama", "pg-huge-uid-huge",
                  "pg-bert-uid-bert"]:
         assert name in text, name
     refusal = service.http.get("/debug/plans/team-a/pg-huge-uid-huge").json()["reason"]
@@ -286,7 +287,8 @@ def test_tabs_switch_topology_and_resource(service, browser):
     browser.wait_for("document.querySelector('.level').textContent === 'block'", "kueue-default's levels")
     select = "const s = document.querySelector('#resource'); s.value = 'cpu'; s.dispatchEvent(new Event('change'))"
     browser.evaluate(select)
-    browser.wait_for("document.querySelectorAll('.node .bar').length === 32", "a cpu bar on every node")
+    nodes = service.http.get("/debug/topology").json()["topologies"][1]["nodes"]
+    browser.wait_for(f"document.querySelectorAll('.node .bar').length === {nodes}", "a cpu bar on every node")
     assert browser.evaluate("document.querySelectorAll('.node .cell').length") == 0
     assert browser.evaluate("location.hash") == "#topology=kueue-default&resource=cpu"
     text = browser.evaluate("document.body.innerText")
@@ -329,7 +331,8 @@ def test_counts_say_what_they_count_and_gangs_show_the_workload_name(service, br
     text = browser.evaluate("document.body.innerText")
     totals = service.http.get("/debug/topology/default", params={"resource": "nvidia.com/gpu"}).json()["totals"]
     assert totals["unusable"]["nvidia.com/gpu"] == 16                     # node-16 NotReady, node-24 tainted
-    assert f"{totals['free']['nvidia.com/gpu']} usable free of 256 (+16 on NotReady, cordoned or tainted nodes)" in text
+    assert (f"{totals['free']['nvidia.com/gpu']} usable free of {totals['allocatable']['nvidia.com/gpu']} "
+            "(+16 on NotReady, cordoned or tainted nodes)") in text
     counts = browser.evaluate("[...document.querySelectorAll('.count')].map((c) => c.textContent)")
     assert any(c.endswith("gangs bound") or c.endswith("gang bound") for c in counts), counts
     llama = "[data-gang=\"team-a/pg-llama-uid-llama\"]"

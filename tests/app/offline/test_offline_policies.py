@@ -1,6 +1,7 @@
 """The comparison policies on small hand-checkable cases (demo cluster: 2 zones x 2 blocks x 2 racks x
-4 nodes of 8 GPUs; node-01/02 have 4 GPUs used, node-09, 25, 26 are full, node-17/18 have 2 used,
-node-16 is NotReady and node-24 tainted)."""
+4 nodes of 8 GPUs, and a block of one rack of DRA nodes in zone-b; node-01/02 have 4 GPUs used, node-09, 25, 26 are
+full, node-17/18 have 2 used, node-16 is NotReady and node-24 tainted). Counts of the whole cluster or of
+its best block are derived from the cluster, not written down."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 from app.offline.gangs import split_gang
 from app.offline.policies import POLICIES, GangMostFree, KueueBestFit, PolicyError, get_policy
 from topology.groups import Group, GroupTree, RoleSpec, SegmentInfo, Slot
+
+from demo_figures import most_in_one, pods_of, tightest
 
 GPU8 = {"containers": [{"name": "main", "resources": {"requests": {"nvidia.com/gpu": "8", "cpu": "1"}}}]}
 
@@ -65,15 +68,17 @@ def test_most_free_ignores_topology_constraints(demo_cluster):
 
 def test_most_free_is_all_or_nothing(demo_cluster):
     before = demo_cluster.free.copy()
-    plan = GangMostFree().place(demo_cluster, gang(24))        # 23 pods of 8 GPUs fit in the cluster
+    fit = int(pods_of(demo_cluster).sum())                   # pods of 8 GPUs the cluster holds
+    plan = GangMostFree().place(demo_cluster, gang(fit + 1))
     assert not plan.placed and plan.slots == {}
-    assert "23 of 24 pods placed" in plan.reason
+    assert f"{fit} of {fit + 1} pods placed" in plan.reason
     assert np.array_equal(before, demo_cluster.free)
 
 
 def test_most_free_places_elastic_pods_best_effort(demo_cluster):
-    plan = GangMostFree().place(demo_cluster, gang(26, minimum=20))
-    assert plan.placed and len(plan.slots) == 23 and len(plan.unplaced) == 3
+    fit = int(pods_of(demo_cluster).sum())
+    plan = GangMostFree().place(demo_cluster, gang(fit + 3, minimum=fit - 3))
+    assert plan.placed and len(plan.slots) == fit and len(plan.unplaced) == 3
     assert_fits(demo_cluster, plan)
 
 
@@ -90,17 +95,19 @@ def test_bestfit_takes_the_tightest_rack_that_fits(demo_cluster):
 
 def test_bestfit_refuses_a_required_level_that_is_too_small(demo_cluster):
     before = demo_cluster.free.copy()
-    plan = KueueBestFit().place(demo_cluster, gang(7, required="block"))
+    best = most_in_one(demo_cluster, "block")
+    plan = KueueBestFit().place(demo_cluster, gang(best + 1, required="block"))
     assert not plan.placed
-    assert plan.reason == "role worker: needs 7 pods in one block, the best holds 6"
+    assert plan.reason == f"role worker: needs {best + 1} pods in one block, the best holds {best}"
     assert np.array_equal(before, demo_cluster.free)
 
 
 def test_bestfit_climbs_from_a_preferred_level(demo_cluster):
-    # no rack (max 4) nor block (max 6) holds 8: the tightest zone that does is zone-b (11 of 12)
+    # no rack (max 4) nor block (max 6) holds 8: the tightest zone that does takes it
+    assert most_in_one(demo_cluster, "block") < 8
     plan = KueueBestFit().place(demo_cluster, gang(8, preferred="rack"))
     assert plan.placed and len(plan.slots) == 8
-    assert domains(demo_cluster, plan, "zone") == {"zone-b"}
+    assert domains(demo_cluster, plan, "zone") == {tightest(demo_cluster, "zone", 8)}
     assert_fits(demo_cluster, plan)
 
 
@@ -149,10 +156,11 @@ def test_bestfit_short_last_slice_needs_only_its_own_room(demo_cluster):
 
 
 def test_bestfit_partial_admission_takes_the_most_elastic_pods_that_fit(demo_cluster):
-    plan = KueueBestFit().place(demo_cluster, gang(10, required="block", minimum=4))
-    assert plan.placed and len(plan.slots) == 6 and len(plan.unplaced) == 4
+    best = most_in_one(demo_cluster, "block")
+    plan = KueueBestFit().place(demo_cluster, gang(best + 4, required="block", minimum=4))
+    assert plan.placed and len(plan.slots) == best and len(plan.unplaced) == 4
     assert len(domains(demo_cluster, plan, "block")) == 1
-    assert sorted(plan.slots) == [Slot("worker", i) for i in range(6)]
+    assert sorted(plan.slots) == [Slot("worker", i) for i in range(best)]
 
 
 def master_workers(workers: int, **root_levels) -> GroupTree:

@@ -11,6 +11,7 @@ from app.scheduling.engine import SCHEDULER_LAG_GRACE
 from app.state import GANG_ANNOTATION, NODE_KIND, SLOT_ANNOTATION
 from topology.demo import demo_objects
 
+from demo_figures import demo_cluster, most_in_one
 from service_helpers import (GPU, Clock, bind, domain_of, engine, failures, filter_, indexed_job, job_pods,
                              make_client, plain_pod, prioritize, refusal, schedule, service, watch)
 
@@ -93,10 +94,11 @@ def test_refusal_names_the_gang_and_the_reason_said_once_for_every_node():
     client = make_client(job)
     answer = filter_(client, job_pods(job)[0])
     assert answer["NodeNames"] == [] and answer["Error"] == ""
-    assert len(failures(answer)) == 1           # unresolvable: the other 31 nodes need no entry of their own
+    assert len(failures(answer)) == 1           # unresolvable: the other nodes need no entry of their own
     message = refusal(answer)
     assert message.startswith("gang team-a/pg-huge-uid-huge (16 pods x 8 nvidia.com/gpu): ")
-    assert message.endswith("(the same on all 32 nodes; see /debug/plans/team-a/pg-huge-uid-huge)")
+    nodes = len(service(client).cluster.nodes)
+    assert message.endswith(f"(the same on all {nodes} nodes; see /debug/plans/team-a/pg-huge-uid-huge)")
     assert "block" in message
     assert service(client).plans.reservation_count() == 0
     assert client.get("/debug/plans").json()["counts"]["refused"] == 1
@@ -361,6 +363,8 @@ def test_restart_rebuilds_partly_bound_gangs_from_annotations():
     placed = [schedule(client, p) for p in pods[:3]]
     state = service(client)
     snapshot = [o for kind in ("Node", "Pod", "Topology", "Job") for o in state.objects.list(kind)]
+    snapshot += [o for kind in ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
+                 for o in state.objects.list(kind, "resource.k8s.io")]      # the demo's DRA rack
     block = domain_of(client, placed[0], "block")
     restarted = make_client(objects=snapshot)
     new_state = service(restarted)
@@ -399,6 +403,7 @@ def test_preempt_for_a_refused_gang_keeps_nodes_whose_victims_make_it_fit():
     engine(client).preemptor = None    # the fallback without preemption (equal priorities here)
     pod = job_pods(job)[0]
     answer = filter_(client, pod)
+    assert most_in_one(demo_cluster(), "block") < 8
     assert answer["NodeNames"] == []          # no block has 8 free 8-GPU nodes (busy or broken nodes)
     state = service(client)
     busy = {p["metadata"]["uid"]: p["spec"]["nodeName"] for p in state.objects.list("Pod")

@@ -30,7 +30,8 @@ def test_no_pod_gets_a_node_until_the_minimum_exists():
     answer = filter_(client, pods[0])
     assert answer["NodeNames"] == [] and answer["FailedNodes"] == {}
     # no eviction makes the missing pods exist: kube-scheduler must not run a preemption dry run for it
-    assert refusal(answer) == "waiting for 3 more pods of gang team-a/pg-x: 1 of 4 exist (the same on all 32 nodes)"
+    nodes = len(service(client).cluster.nodes)
+    assert refusal(answer) == f"waiting for 3 more pods of gang team-a/pg-x: 1 of 4 exist (the same on all {nodes} nodes)"
     assert service(client).cluster.capacity.reserved.sum() == 0          # nothing held while waiting
     for pod in pods[1:3]:
         assert filter_(client, pod)["NodeNames"] == []
@@ -56,10 +57,11 @@ def test_kai_podgroup_waits_for_its_min_member_too():
     pods = [kai_member("pg-x", i) for i in range(4)]
     answer = filter_(client, pods[0])
     assert answer["NodeNames"] == []
-    assert refusal(answer) == "waiting for 3 more pods of gang team-a/pg-x: 1 of 4 exist (the same on all 32 nodes)"
+    nodes = len(service(client).cluster.nodes)
+    assert refusal(answer) == f"waiting for 3 more pods of gang team-a/pg-x: 1 of 4 exist (the same on all {nodes} nodes)"
     filter_(client, pods[1])
     assert refusal(filter_(client, pods[2])) == \
-        "waiting for 1 more pods of gang team-a/pg-x: 3 of 4 exist (the same on all 32 nodes)"
+        f"waiting for 1 more pods of gang team-a/pg-x: 3 of 4 exist (the same on all {nodes} nodes)"
     assert service(client).cluster.capacity.reserved.sum() == 0
     placed = [schedule(client, pod) for pod in reversed(pods)]
     assert len(set(placed)) == 4
@@ -99,7 +101,8 @@ def test_job_gang_waits_until_the_job_controller_created_all_its_pods(fake_kube)
         wait_until(lambda: state.workload_pods.count(first) == 1, what="the first pod watched")
         answer = filter_(client, first)
         assert answer["NodeNames"] == []
-        assert refusal(answer) == "waiting for 3 more pods of gang team-a/pg-batchy-uid-batchy: 1 of 4 exist (the same on all 32 nodes)"
+        assert refusal(answer) == ("waiting for 3 more pods of gang team-a/pg-batchy-uid-batchy: 1 of 4 exist "
+                                   f"(the same on all {len(state.cluster.nodes)} nodes)")
         assert state.cluster.capacity.reserved.sum() == 0
         rest = [create_pod(i) for i in range(1, 4)]
         wait_until(lambda: state.workload_pods.count(first) == 4, what="every pod watched")

@@ -14,16 +14,19 @@ from grouper import GroupingError, group_workload
 from service_helpers import GPU, indexed_job, job_pods, make_client, schedule, service
 
 
+PODS = 3          # more than the demo's DRA rack holds (2): the three policies choose three different racks
+
+
 def _job(strategy: str | None) -> dict:
-    job = indexed_job("toy", pods=2, gpus=8, required="rack", segment=None)
+    job = indexed_job("toy", pods=PODS, gpus=8, required="rack", segment=None)
     if strategy:
         job["metadata"]["annotations"]["kai.scheduler/placement-strategy"] = strategy
     return job
 
 
 def _last_fit(client) -> set[str]:
-    """What LastFit must choose, from the service's own cluster: the last rack (domain order) with two
-    nodes of 8 free GPUs, and its last two such nodes."""
+    """What LastFit must choose, from the service's own cluster: the last rack (domain order) with PODS
+    nodes of 8 free GPUs, and its last PODS such nodes."""
     state = service(client)
     state.refresh()
     cluster = state.cluster
@@ -33,8 +36,8 @@ def _last_fit(client) -> set[str]:
     for domain in reversed(range(tree.domain_count(rack))):
         nodes = [tree.node_names[n] for n in tree.nodes_in(rack, domain)]
         roomy = [n for n in nodes if cluster.free[cluster.node_index[n], gpu] >= 8]
-        if len(roomy) >= 2:
-            return set(roomy[-2:])
+        if len(roomy) >= PODS:
+            return set(roomy[-PODS:])
     raise AssertionError("no rack holds the gang")
 
 

@@ -221,7 +221,8 @@ class ServiceUnderEvents(RuleBasedStateMachine):
     def the_service_restarts(self):
         """A new process reads the cluster as it is (reservations are not kept) and gives partly bound
         gangs their plans back."""
-        kinds = ("Node", "Topology", "Job", "PyTorchJob", "Pod")
+        kinds = ("Node", "Topology", "Job", "PyTorchJob", "Pod", "DeviceClass", "ResourceSlice", "ResourceClaim",
+                 "ResourceClaimTemplate")                      # the DRA kinds: the demo's DRA rack
         objects = [copy.deepcopy(o) for kind in kinds for o in self.state.objects.list(kind)]
         self.teardown()
         self.client = make_client(objects=objects, clock=self.clock, reservation_ttl=TTL)
