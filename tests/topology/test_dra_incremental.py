@@ -202,3 +202,23 @@ def test_what_evicting_a_pod_frees_follows_a_class_event_in_place():
     touched = cluster.devices.apply_class(DRA_GPU_CLASS, second_root)
     assert cluster.devices_changed([cluster.node_index[n] for n in touched])
     assert cluster.eviction_usage("research/p")[column] == 0
+
+
+def test_a_slice_event_with_request_selector_columns_asks_for_a_new_cluster():
+    """A template asking a request selector has a column counted on the model it was built on
+    (topology/dra_requests.py): a slice applied in place would leave that column counting the old devices, so
+    the Cluster asks for a new one and changes nothing."""
+    objects, kinds = slices(mig_node=None), classes()[:1]
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "h100", "namespace": "ns"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                    "deviceClassName": DRA_GPU_CLASS["metadata"]["name"], "count": 1,
+                    "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].index >= 0"}}]}}]}}}}
+    cluster = Cluster(nodes(), (), DeviceModel(kinds, objects, (), nodes(), [template]))
+    assert cluster.request_columns.selectors
+    kept = matrices(cluster)
+    smaller = copy.deepcopy(objects[0])
+    smaller["spec"]["devices"] = smaller["spec"]["devices"][:5]
+    assert cluster.devices.apply_slice(objects[0], smaller) == {"node-01"}
+    assert not cluster.devices_changed([0])
+    assert matrices(cluster) == kept
