@@ -7,6 +7,8 @@ A request asks `count` devices of its DeviceClass: that is the class's column (t
 - a claim `constraints[]` entry with `matchAttribute` asks one of a *group column*, one per distinct
   (requests, attribute): per node, how many such claims its free devices can serve, each from devices that
   share one value of the attribute (sum over the values of the fewest claims any request's devices allow).
+A `firstAvailable` request counts as the first alternative some node could serve (resolve_request); the
+selector columns of all its alternatives are registered, its group columns use its first alternative.
 The columns are found once per model from the ResourceClaimTemplates and the unallocated ResourceClaims
 and counted per node with the class counts (at build and on claim events), never per filter call.
 
@@ -41,26 +43,55 @@ def _selectors(raw: Mapping) -> tuple[str, ...]:
     return tuple(str(((s or {}).get("cel") or {}).get("expression") or "true") for s in raw.get("selectors") or [])
 
 
-def resolve_request(request: Mapping) -> Ask | None:
-    """The request as counted: `exactly` (v1, v1beta2), its first `firstAvailable` alternative, or the
-    request's own fields (v1beta1). None when it names no class."""
-    exactly = request.get("exactly")
-    if exactly is None and request.get("firstAvailable"):
-        exactly = request["firstAvailable"][0]
-    if exactly is None:
-        exactly = request
+def _resolve(name: str, exactly: Mapping) -> Ask | None:
     device_class = (exactly or {}).get("deviceClassName")
     if not device_class:
         return None
     every = exactly.get("allocationMode") == "All"
-    return Ask(str(request.get("name") or ""), str(device_class), _selectors(exactly),
-               0 if every else int(exactly.get("count") or 1), every)
+    return Ask(name, str(device_class), _selectors(exactly), 0 if every else int(exactly.get("count") or 1), every)
 
 
-def claim_asks(claim_spec: Mapping) -> list[Ask]:
-    """The resolved requests of a claim spec (`spec.devices.requests`)."""
+def alternatives(request: Mapping) -> list[Ask]:
+    """Every way the request may be allocated, in order: its `firstAvailable` alternatives, else `exactly`
+    (v1, v1beta2) or the request's own fields (v1beta1). Those naming no class are left out."""
+    name = str(request.get("name") or "")
+    if request.get("exactly") is None and request.get("firstAvailable"):
+        found = (_resolve(name, alternative or {}) for alternative in request["firstAvailable"])
+    else:
+        found = [_resolve(name, request.get("exactly") if request.get("exactly") is not None else request)]
+    return [ask for ask in found if ask is not None]
+
+
+def _servable(ask: Ask, largest) -> bool:
+    """Whether some node could serve the ask: the most one node has of its class (a skipped or missing
+    class: none), and of its selector column, is at least its count (`allocationMode: All`: one)."""
+    need = max(ask.count, 1)
+    return largest(ask.device_class) >= need and \
+        (not ask.selectors or largest(selector_column(ask.device_class, ask.selectors)) >= need)
+
+
+def resolve_request(request: Mapping, largest=None) -> Ask | None:
+    """The request as counted. With `firstAvailable`, kube-scheduler allocates the first alternative that
+    fits: given `largest(column)` (the most one node has), the first alternative some node could serve,
+    else (and without `largest`) the first one, so refusals name it. None when it names no class."""
+    found = alternatives(request)
+    if largest is not None:
+        for ask in found:
+            if _servable(ask, largest):
+                return ask
+    return found[0] if found else None
+
+
+def claim_asks(claim_spec: Mapping, largest=None) -> list[Ask]:
+    """The resolved requests of a claim spec (`spec.devices.requests`); `largest` as for resolve_request."""
     requests = ((claim_spec or {}).get("devices") or {}).get("requests") or []
-    return [ask for ask in map(resolve_request, (r or {} for r in requests)) if ask is not None]
+    return [ask for ask in (resolve_request(r or {}, largest) for r in requests) if ask is not None]
+
+
+def _every_ask(claim_spec: Mapping) -> list[Ask]:
+    """Every alternative of every request of a claim spec (each may be the one counted)."""
+    requests = ((claim_spec or {}).get("devices") or {}).get("requests") or []
+    return [ask for r in requests for ask in alternatives(r or {})]
 
 
 def selector_column(device_class: str, selectors: Sequence[str]) -> str:
@@ -155,15 +186,14 @@ class RequestColumns:
     def register(self, claim_spec: Mapping) -> bool:
         """Add the columns a claim spec asks; True when it added one (a new column needs a new model)."""
         added = False
-        asks = claim_asks(claim_spec)
-        for ask in asks:
+        for ask in _every_ask(claim_spec):
             if ask.selectors:
                 name = selector_column(ask.device_class, ask.selectors)
                 if name not in self.selectors:
                     self.selectors[name] = (ask.device_class, ask.selectors)
                     self._compile(name, ask.selectors)
                     added = True
-        for group in claim_groups(claim_spec, asks):
+        for group in claim_groups(claim_spec):
             if group.name not in self.groups:
                 self.groups[group.name] = group
                 for _, selectors, _ in group.parts:
@@ -173,9 +203,9 @@ class RequestColumns:
 
     def knows(self, claim_spec: Mapping) -> bool:
         """Whether every column the claim spec asks exists already."""
-        asks = claim_asks(claim_spec)
-        return all(selector_column(a.device_class, a.selectors) in self.selectors for a in asks if a.selectors) \
-            and all(g.name in self.groups for g in claim_groups(claim_spec, asks))
+        return all(selector_column(a.device_class, a.selectors) in self.selectors
+                   for a in _every_ask(claim_spec) if a.selectors) \
+            and all(g.name in self.groups for g in claim_groups(claim_spec))
 
     def _compile(self, column: str, selectors: tuple[str, ...]) -> None:
         if selectors in self._programs or not selectors:
@@ -329,16 +359,17 @@ def _of_podgroup(spec: Mapping, entry_name) -> bool:
 
 def claim_spec_demand(claim_spec: Mapping, largest) -> dict[str, int]:
     """Column -> what one claim asks: per request its class (and its selector column), per constraint one
-    of its group column. `largest(column)`: the most one node has (what `allocationMode: All` asks)."""
+    of its group column. `largest(column)`: the most one node has (what `allocationMode: All` asks, and
+    which `firstAvailable` alternative is counted)."""
     demand: dict[str, int] = {}
-    asks = claim_asks(claim_spec)
+    asks = claim_asks(claim_spec, largest)
     for ask in asks:
         column = selector_column(ask.device_class, ask.selectors) if ask.selectors else None
         count = ask.count if not ask.all else max(largest(column or ask.device_class), 1)
         demand[ask.device_class] = demand.get(ask.device_class, 0) + count
         if column:
             demand[column] = demand.get(column, 0) + count
-    for group in claim_groups(claim_spec, asks):
+    for group in claim_groups(claim_spec):                     # firstAvailable: its first alternative
         demand[group.name] = demand.get(group.name, 0) + 1
     return demand
 
@@ -387,7 +418,7 @@ class ClaimDemand:
 
     def spec_problems(self, where: str, claim_spec: Mapping) -> list[str]:
         problems = []
-        asks = claim_asks(claim_spec)
+        asks = claim_asks(claim_spec, self.largest)
         for ask in asks:
             count = max(ask.count, 1)
             head = f"{where} request {ask.request} asks {count if not ask.all else 'all'} of DeviceClass {ask.device_class}"
@@ -403,7 +434,7 @@ class ClaimDemand:
                 problems.append(f"{head}: {why}")
         if problems:
             return problems
-        for group in claim_groups(claim_spec, asks):
+        for group in claim_groups(claim_spec):
             if group.name in self.columns.errors:
                 problems.append(f"{where} constraint matchAttribute {group.attribute}: its selectors are skipped "
                                 f"({self.columns.errors[group.name]})")
@@ -488,7 +519,7 @@ def shared_claims(model: DeviceModel, resources, namespace: str, roles: Mapping[
             shared = found.get(key)
             if shared is None:
                 claim_spec = claim.get("spec") or {}
-                asks = claim_asks(claim_spec)
+                asks = claim_asks(claim_spec, largest)
                 text = "; ".join(f"request {a.request} asks {a.count if not a.all else 'all'} of DeviceClass "
                                  f"{a.device_class}" for a in asks) or "no request"
                 shared = found[key] = SharedClaim(key, {}, resources.vector(claim_spec_demand(claim_spec, largest)),

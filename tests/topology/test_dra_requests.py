@@ -143,6 +143,42 @@ def test_first_available_and_v1beta1_request_selectors_count_too():
     assert free(cluster, "node-01", column) == 2
 
 
+def first_available(*alternatives):
+    return {"firstAvailable": [{"name": f"a{i}", **a["exactly"]} for i, a in enumerate(alternatives)]}
+
+
+def test_first_available_counts_the_first_alternative_some_node_serves():
+    # kube-scheduler allocates the first alternative that fits: 16 GPUs no node has, then 4 that two can
+    either = first_available(exactly(16), exactly(4))
+    cluster = cluster_of(dra(1), dra(2), dra_slice("node-01"), dra_slice("node-02"), DRA_GPU_CLASS,
+                         template("either", either))
+    assert cluster.pod_demand(claiming("either"), "research")[CLASS] == 4
+    assert cluster.claim_problems(claiming("either"), "research") == []
+    plan = plan_for(cluster, gang_of({"w": (4, claiming("either"))}))
+    assert plan.placed and sorted(plan.slots.values()) == [0, 0, 1, 1]
+
+
+def test_first_available_skips_a_missing_class_and_unmatched_selectors_and_counts_a_later_selector_column():
+    none = "device.attributes['gpu.nvidia.com'].index > 100"
+    either = first_available(exactly(1, device_class="no.such.class"), exactly(1, none), exactly(2, FIRST_TWO))
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, template("either", either))
+    column = f"{CLASS}[{FIRST_TWO}]"
+    demand = cluster.pod_demand(claiming("either"), "research")
+    assert demand[CLASS] == 2 and demand[column] == 2 and f"{CLASS}[{none}]" not in demand
+    assert free(cluster, "node-01", column) == 2                   # every alternative's column is counted
+    assert cluster.claim_problems(claiming("either"), "research") == []
+
+
+def test_first_available_that_no_node_serves_is_refused_naming_its_first_alternative():
+    either = first_available(exactly(16), exactly(1, device_class="no.such.class"))
+    cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, template("either", either))
+    assert cluster.pod_demand(claiming("either"), "research")[CLASS] == 16
+    plan = plan_for(cluster, gang_of({"w": (1, claiming("either"))}))
+    assert not plan.placed and plan.details["never_fits"]
+    assert ("claim c0 (ResourceClaimTemplate either) request r0 asks 16 of DeviceClass gpu.nvidia.com: no node "
+            "has 16 matching devices (at most 8)") in plan.reason
+
+
 def test_a_request_selector_that_does_not_compile_refuses_the_claim_and_nothing_else():
     cluster = cluster_of(dra(1), dra_slice("node-01"), DRA_GPU_CLASS, template("bad", exactly(1, "device.(")),
                          template("t8", exactly(8)))
