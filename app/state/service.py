@@ -95,6 +95,7 @@ class ServiceState:
         self.metrics.watch_state(self)
         self.lock = threading.RLock()
         self._cluster = Cluster([], [])
+        self._warned_class_errors: dict[str, str] = {}       # DeviceClass -> the error last warned about
         self.generation = 0                      # bumped on every change that may change a plan's outcome
         self.rebuilds = 0                        # bumped whenever `cluster` is replaced (nodes, topologies)
         self.pods_added = 0                      # bumped when a pod appears (a gang waiting for members may be whole)
@@ -251,9 +252,19 @@ class ServiceState:
         if short.any():                         # devices gone under a reservation or a claim: hold them again
             self._stale()
             return
+        self._warn_class_errors(cluster.devices.errors)
         for i, row in zip(rows, cluster.capacity.free[rows] > before_free):
             if row.any():
                 self.changes.note_freed(i)
+
+    def _warn_class_errors(self, errors: Mapping[str, str]) -> None:
+        """One warning per DeviceClass error not warned about yet, whichever model found it: a new one, or
+        the current one after a slice applied in place brought devices its CEL fails on."""
+        for name, error in sorted(errors.items()):
+            if self._warned_class_errors.get(name) != error:
+                log.warning("DeviceClass %s skipped: its devices are not counted: %s", name, error,
+                            extra=fields(deviceclass=name))
+        self._warned_class_errors = dict(errors)
 
     def _devices(self, nodes: Sequence[NodeInfo]) -> DeviceModel:
         """A new DeviceModel, taking over the CEL answers and parsed slices of the current one."""
@@ -342,10 +353,7 @@ class ServiceState:
         nodes = [NodeInfo.from_object(n) for n in self.objects.list("Node")]
         old_names = set(self._cluster.node_names)
         cluster = Cluster(nodes, self._topology_objects(), self._devices(nodes))
-        for name, error in sorted(cluster.devices.errors.items()):
-            if self._cluster.devices.errors.get(name) != error:
-                log.warning("DeviceClass %s skipped: its devices are not counted: %s", name, error,
-                            extra=fields(deviceclass=name))
+        self._warn_class_errors(cluster.devices.errors)
         running = [pod for pod in self.objects.list("Pod") if cluster.add_pod(pod)]
         self._cluster = cluster
         for pod in running:

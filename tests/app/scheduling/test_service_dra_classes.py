@@ -36,3 +36,21 @@ def test_a_class_whose_cel_fails_at_evaluation_is_named_as_such_in_the_metric_an
     state.refresh()
     assert 'deviceclass="failing"' not in client.get("/metrics").text
     assert client.get("/debug/dra").json()["classes"]["failing"]["devices"] == 128
+
+
+def test_a_class_that_fails_only_on_devices_published_after_it_is_warned_about(caplog):
+    """The class comes first, when no slice has devices it fails on; the slices come after (a driver
+    starting on new nodes), applied to the model in place: the warning names the class then, once."""
+    objects = dra_cluster()
+    slices = [o for o in objects if o["kind"] == "ResourceSlice"]
+    client = make_client(objects=[o for o in objects if o["kind"] != "ResourceSlice"]
+                         + [device_class("failing", "device.attributes['gpu.nvidia.com'].nosuch == 'x'")])
+    state = service(client)
+    assert "failing" not in state.cluster.devices.errors
+    with caplog.at_level(logging.WARNING):
+        for obj in slices[:2]:
+            post(client, obj)
+            state.refresh()
+    warned = [r.getMessage() for r in caplog.records if "failing" in r.getMessage()]
+    assert len(warned) == 1 and "nosuch" in warned[0], warned
+    assert client.get("/debug/dra").json()["classes"]["failing"]["failed"] == "cel-evaluation"
