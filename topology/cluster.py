@@ -51,20 +51,14 @@ class _Held:
         return self._counters[0]
 
 
-def _held(key: str, claim: Mapping) -> _Held | None:
+def _held(claim: Mapping) -> _Held | None:
     """A claim's holders and devices, or None when it is not allocated."""
-    status = claim.get("status") or {}
     devices = frozenset(allocated_devices([claim]))
     if not devices:
         return None
-    namespace = key.split("/", 1)[0]
-    pods, others = set(), False
-    for consumer in status.get("reservedFor") or []:
-        if (consumer or {}).get("resource") == "pods" and not consumer.get("apiGroup"):
-            pods.add(f"{namespace}/{consumer.get('name')}")
-        else:
-            others = True
-    return _Held(frozenset(pods), others, devices)
+    others = any(not ((c or {}).get("resource") == "pods" and not c.get("apiGroup"))
+                 for c in (claim.get("status") or {}).get("reservedFor") or [])
+    return _Held(frozenset(claim_consumers(claim)), others, devices)
 
 
 class Cluster:
@@ -98,7 +92,7 @@ class Cluster:
         self._claims_seen: dict[str, Mapping] = {}
         self._held: dict[str, _Held] = {}
         self._pod_claims: dict[str, set[str]] = {}
-        self.links = self._links(dra_total)
+        self.links = self._links()
         if self.devices.allocated:
             self.claims_changed(sorted(self.node_index[n] for n in self.devices.allocated_nodes() if n in self.node_index))
         self.topology_objects = list(topology_objects)
@@ -132,17 +126,17 @@ class Cluster:
         `allocated`: those still free)."""
         return self.devices.counts(node, allocated) | self.request_columns.counts(node, allocated)
 
-    def _links(self, dra_total: list[dict[str, int]]) -> Links:
+    def _links(self) -> Links:
         """A class column and the extended resource it serves on a node count the same devices there:
         using or reserving either lowers both (one pool, not two)."""
         pairs = []
         for name, resource in self.devices.extended_resources().items():
             if name not in self.resources.column or resource not in self.resources.column:
                 continue
-            mask = np.fromiter((name in counts and resource not in node.allocatable
-                                for node, counts in zip(self.nodes, dra_total)), dtype=bool, count=len(self.nodes))
+            pair = self.resources.column[name], self.resources.column[resource]
+            mask = self.dra_columns[:, pair[0]] & self.dra_columns[:, pair[1]]   # the class serves it there (_dra_columns)
             if mask.any():
-                pairs.append((self.resources.column[name], self.resources.column[resource], mask))
+                pairs.append((*pair, mask))
         return Links(tuple(pairs))
 
     def linked(self, nodes, rows: np.ndarray) -> np.ndarray:
@@ -283,7 +277,7 @@ class Cluster:
                         del self._pod_claims[pod]
             for key in changed:
                 seen[key] = claims[key]
-                held = _held(key, claims[key])
+                held = _held(claims[key])
                 if held is not None:
                     self._held[key] = held
                     for pod in held.pods:
