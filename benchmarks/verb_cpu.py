@@ -341,7 +341,13 @@ def _focused(app, api, job: dict, names: list[str]) -> dict:
 def child(tree: str, jobs: int) -> None:
     """One round on `tree`'s app; prints one JSON line."""
     import logging
-    sys.path[:0] = [tree, str(HERE)]
+    sys.path.insert(0, str(HERE))
+    import asgi  # noqa: F401
+    import synth  # noqa: F401 - it puts this checkout's root first on sys.path: `tree` goes before it
+    sys.path.insert(0, tree)
+    import app
+    if Path(app.__file__).resolve().parent.parent != Path(tree).resolve():
+        raise SystemExit(f"app imported from {app.__file__}, not from {tree}")
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-c", BINDING_SERVER, str(port)])
     try:
