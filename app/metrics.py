@@ -10,6 +10,24 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 PLANNING_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
+def _bound_children(metric):
+    """`metric.labels(*values)` answered from a dict of the children already made: prometheus_client's `labels`
+    checks and joins the values and takes a lock on every call (a few per request). Children are never removed
+    (the service calls neither `remove` nor `clear`), so the cache stays the metric's own."""
+    children: dict[tuple, object] = {}
+    make = metric.labels
+
+    def labels(*values, **named):
+        if named:
+            return make(*values, **named)
+        child = children.get(values)
+        if child is None:
+            child = children[values] = make(*values)
+        return child
+    metric.labels = labels
+    return metric
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -37,6 +55,9 @@ class Metrics:
         self.connections = Counter("tas_extender_connections",
                                    "Connections accepted, by listener (main, verbs, debug); over TLS each one is a "
                                    "handshake", ["listener"], registry=self.registry)
+        for metric in (self.latency, self.planning, self.errors, self.binds, self.member_waits, self.replans,
+                       self.connections):
+            _bound_children(metric)
         self.stale_evictions = Counter("tas_extender_stale_gang_evictions",
                                        "Gangs whose bound pods were evicted for staying below the gang's minimum "
                                        "past the staleness grace period", registry=self.registry)

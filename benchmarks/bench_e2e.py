@@ -722,10 +722,11 @@ def less_idle(results: dict[str, list[dict]]) -> None:
             rate = lowest.get(idle["names"][part], 0.0)
             r[f"{part} CPU ms/pod less idle"] = (cpu - rate * idle["elapsed"]) * 1e3 / idle["pods"]
         r["kube-apiserver idle CPU ms/s"] = lowest.get("kube-apiserver", 0.0) * 1e3
+        r["service idle CPU ms/s"] = lowest.get(idle["names"]["service"], 0.0) * 1e3
 
 
 IDLE_FIGURES = ["service CPU ms/pod less idle", "kube-apiserver CPU ms/pod less idle", "scheduler CPU ms/pod less idle",
-                "kube-apiserver idle CPU ms/s"]
+                "kube-apiserver idle CPU ms/s", "service idle CPU ms/s"]
 
 
 def job_summary(size: int, gates: bool, results: dict[str, list[dict]]) -> None:

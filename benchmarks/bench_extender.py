@@ -4,6 +4,7 @@
     python benchmarks/bench_extender.py --quick    # 5,000 nodes only
     python benchmarks/bench_extender.py --first-filter [--profile]   # 1,024-pod gangs, 16,384 nodes
     python benchmarks/bench_extender.py --podgroup     # per-pod filter + bind, KAI PodGroups of 16 and 400 pods
+    python benchmarks/bench_extender.py --per-call [--compare TREE]   # CPU per review, filter, bind by stage (verb_cpu.py)
 
 Requests go through the whole ASGI app (routing, body limit, orjson parse, pydantic validation, the
 gang logic, orjson answer), called directly in process, so the figures are the service's own time
@@ -335,7 +336,17 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile the first filters (with --first-filter)")
     parser.add_argument("--podgroup", action="store_true",
                         help="only filter + bind per pod of 16- and 400-pod KAI PodGroup gangs on 5,000 nodes")
+    parser.add_argument("--per-call", action="store_true",
+                        help="the service's CPU per webhook review, filter and bind of a gang pod, by stage, and per "
+                             "idle loop (benchmarks/verb_cpu.py; 256 nodes, rounds alternated between trees)")
+    parser.add_argument("--compare", metavar="TREE", help="--per-call: another checkout (with its own .venv) beside this one")
+    parser.add_argument("--rounds", type=int, default=5, help="--per-call: rounds per tree (default 5)")
     args = parser.parse_args()
+    if args.per_call:
+        import verb_cpu
+        here = str(Path(__file__).resolve().parent.parent)
+        verb_cpu.compare([args.compare, here] if args.compare else [here], args.rounds, 24)
+        return
     if args.podgroup:
         asyncio.run(podgroup_gangs(5_000, (16, 400)))
         return

@@ -19,6 +19,7 @@ from kubernetes.client import ApiClient, Configuration
 from kubernetes.watch.watch import iter_resp_lines
 
 from ..ports import WatchedKind
+from . import one_write
 
 USER_AGENT = "tas-extender"
 POOL_SIZE = 32            # one long-lived connection per watched kind, plus concurrent binds
@@ -93,6 +94,9 @@ class KubeApi:
 
     def __init__(self, api_client: ApiClient, timeout: float = 30.0):
         self.api_client = api_client
+        pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+        if pool_manager is not None:
+            one_write.install(pool_manager)      # a request's head and body in one write (one_write.py)
         self.timeout = timeout
         self._streams_lock = threading.Lock()
         self._streams: set[urllib3.BaseHTTPResponse] = set()

@@ -63,17 +63,21 @@ class ObjectCache:
 def metadata_problem(metadata: Mapping, where: str) -> str | None:
     """What makes an object's metadata unreadable (names and versions not strings, labels or annotations
     not maps of strings, owner references without apiVersion, kind and name), named under `where`."""
+    get = metadata.get
     for field_name in ("name", "generateName", "namespace", "uid", "resourceVersion"):
-        if not _absent_or(metadata.get(field_name), str):
+        value = get(field_name)
+        if value is not None and type(value) is not str and not isinstance(value, str):
             return f"{where}.metadata.{field_name} must be a string"
     for field_name in ("labels", "annotations"):
-        entries = metadata.get(field_name)
-        if not _absent_or(entries, Mapping) or not all(isinstance(v, str) for v in (entries or {}).values()):
+        entries = get(field_name)
+        if entries is not None and (not _is_map(entries) or not _all_strings(entries.values())):
             return f"{where}.metadata.{field_name} must be a map of strings"
-    references = metadata.get("ownerReferences")
-    if not _absent_or(references, list) or not all(isinstance(r, Mapping) for r in references or []):
+    references = get("ownerReferences")
+    if references is None:
+        return None
+    if not isinstance(references, list) or not all(_is_map(r) for r in references):
         return f"{where}.metadata.ownerReferences must be a list of objects"
-    for i, reference in enumerate(references or []):
+    for i, reference in enumerate(references):
         for field_name in ("apiVersion", "kind", "name", "uid"):
             value = reference.get(field_name)
             if not (_absent_or(value, str) if field_name == "uid" else isinstance(value, str)):
@@ -84,9 +88,10 @@ def metadata_problem(metadata: Mapping, where: str) -> str | None:
 def pod_shape_problem(pod: Mapping, where: str) -> str | None:
     """What makes `pod` unreadable, named by its path under `where` ("Pod", "request.object"); None when
     fine. The API server only ever sends schema-valid pods: this turns a hand-made or corrupted one into
-    a clear refusal instead of a crash deep in the grouper."""
+    a clear refusal instead of a crash deep in the grouper. (Every check reads a JSON-decoded dict first by
+    its exact type, the common case, before the slower ABC check.)"""
     for field_name in ("metadata", "spec", "status"):
-        if not _absent_or(pod.get(field_name), Mapping):
+        if not _absent_or_map(pod.get(field_name)):
             return f"{where}.{field_name} must be an object"
     metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     problem = metadata_problem(metadata, where)
@@ -99,23 +104,39 @@ def pod_shape_problem(pod: Mapping, where: str) -> str | None:
         return placement
     for list_name in ("initContainers", "containers"):
         containers = spec.get(list_name) or []
-        if not isinstance(containers, list) or not all(isinstance(c, Mapping) for c in containers):
+        if not isinstance(containers, list) or not all(_is_map(c) for c in containers):
             return f"{where}.spec.{list_name} must be a list of containers"
         for container in containers:
             env = container.get("env")
-            if not _absent_or(env, list) or not all(isinstance(var, Mapping) for var in env or []):
-                return f"{where}.spec.{list_name}[].env must be a list of objects (name, value)"
-            if not all(isinstance(var.get("name"), str) and var["name"] for var in env or []):
-                return f"{where}.spec.{list_name}[].env[].name must be a non-empty string"
+            if env is not None:
+                if not isinstance(env, list) or not all(_is_map(var) for var in env):
+                    return f"{where}.spec.{list_name}[].env must be a list of objects (name, value)"
+                if not all(isinstance(var.get("name"), str) and var["name"] for var in env):
+                    return f"{where}.spec.{list_name}[].env[].name must be a non-empty string"
             resources = container.get("resources") or {}
-            if not isinstance(resources, Mapping) or not all(
-                    isinstance(resources.get(k) or {}, Mapping) for k in ("requests", "limits")):
+            if not _is_map(resources) or not all(
+                    _is_map(resources.get(k) or {}) for k in ("requests", "limits")):
                 return f"{where}.spec.{list_name}[].resources must hold maps of requests and limits"
     try:
         pod_requests(spec)
     except ValueError as err:                # RequestError, QuantityError: the message names the field
         return f"{where}.{err}"
     return None
+
+
+def _is_map(value) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _absent_or_map(value) -> bool:
+    return value is None or type(value) is dict or isinstance(value, Mapping)
+
+
+def _all_strings(values) -> bool:
+    for value in values:
+        if type(value) is not str and not isinstance(value, str):
+            return False
+    return True
 
 
 def _absent_or(value, kind: type) -> bool:

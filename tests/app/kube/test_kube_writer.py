@@ -95,3 +95,23 @@ def test_event_never_raises(fake_kube, writer):
     assert events(fake_kube) == []
     writer.event(pod, "Planned", "slot 0 on node-1")          # the server works again
     assert [e["reason"] for e in events(fake_kube)] == ["Planned"]
+
+
+def test_a_request_leaves_in_one_write_head_and_body_together(fake_kube, writer, monkeypatch):
+    """urllib3 sends a request's head and its body in two writes (over TLS two records); the service's
+    connections hold them and write once (app/kube/one_write.py). The request itself is unchanged."""
+    import socket
+    make_pod(fake_kube, "one-write")
+    writes = []
+    original = socket.socket.sendall
+
+    def sendall(sock, data, *args):
+        writes.append(bytes(data))
+        return original(sock, data, *args)
+    monkeypatch.setattr(socket.socket, "sendall", sendall)
+    writer.bind("team-a", "one-write", "", "node-1", {"tas-extender.io/gang": "team-a/g"})
+    assert len(writes) == 1
+    head, _, body = writes[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /api/v1/namespaces/team-a/pods/one-write/binding HTTP/1.1")
+    assert b'"kind":"Binding"' in body and f"content-length: {len(body)}".encode() in head.lower()
+    assert (stored_pod(fake_kube, "one-write") or {}).get("spec", {}).get("nodeName") == "node-1"

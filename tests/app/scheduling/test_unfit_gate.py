@@ -10,6 +10,7 @@ import json
 import jsonpatch
 
 from app.state import POD_KIND
+from app.state.service import kind_of
 from grouper.names import FITS_GATE
 from service_helpers import Clock, engine, indexed_job, job_pods, make_client, node_names, service
 from webhook_helpers import post, review_of
@@ -153,3 +154,18 @@ def test_a_podgroup_member_is_never_gated():
     status, body = post(client, review_of(pod, owner_kind="PodGroup"))
     assert status == 200 and body["response"]["allowed"]
     assert "schedulingGates" not in base64.b64decode(body["response"].get("patch") or b"").decode()
+
+
+def test_a_job_recreated_under_the_same_name_is_checked_again_not_answered_from_its_predecessor():
+    """A gang remembered as fitting is the Job that fitted (its uid), not its name: a Job deleted and made again
+    while the cluster is full is gated like any other gang that cannot fit."""
+    gang = indexed_job("gang", pods=4, gpus=8, segment=None)
+    client = make_client(gang, gate_unfit_gangs=True, set_scheduler_name=True, preemption="off")
+    state = service(client)
+    assert gates(admitted(client, job_pods(gang)[0])) == []              # the empty cluster: it fits
+    state.apply(kind_of(gang), "DELETED", gang)
+    again = copy.deepcopy(gang)
+    again["metadata"].update(uid="uid-gang-again", resourceVersion="2")
+    state.apply(kind_of(again), "ADDED", again)
+    fill_every_node(client)
+    assert gates(admitted(client, job_pods(again)[0])) == [FITS_GATE]
