@@ -35,20 +35,26 @@ def is_bound_and_running(pod: Mapping) -> bool:
 class Usage:
     node: int
     request: np.ndarray
-    # a bound pod's: what its request was computed from (request_fields), to know a later version asks the same
-    fields: tuple | None = field(default=None, compare=False, repr=False)
+    # a bound pod's: what its request was computed from (request_key), to know a later version asks the same
+    fields: bytes | None = field(default=None, compare=False, repr=False)
 
 
-def request_fields(spec: Mapping) -> tuple | None:
+def request_key(spec: Mapping) -> bytes | None:
     """Everything `pod_requests` reads of a pod spec (the containers' resources, the init containers'
-    resources and restart policies, pod-level resources, overhead), to compare two versions of a pod
-    without parsing their quantities; None for a spec of another shape (it is always parsed)."""
+    resources and restart policies, pod-level resources, overhead) as JSON: equal keys, equal requests, so two
+    versions of a pod, or two pods of one template, compare without parsing their quantities. A copy, not
+    references: a dict changed in place later does not change the key. None for a spec of another shape or
+    not JSON (it is always parsed)."""
     containers, inits = spec.get("containers") or [], spec.get("initContainers") or []
     if not isinstance(containers, list) or not isinstance(inits, list) \
             or not all(isinstance(c, Mapping) for c in containers) or not all(isinstance(c, Mapping) for c in inits):
         return None
-    return ([c.get("resources") for c in containers], [(c.get("resources"), c.get("restartPolicy")) for c in inits],
-            spec.get("resources"), spec.get("overhead"))
+    try:
+        return orjson.dumps([[c.get("resources") for c in containers],
+                             [[c.get("resources"), c.get("restartPolicy")] for c in inits],
+                             spec.get("resources"), spec.get("overhead")])
+    except TypeError:                            # not JSON (a hand-made spec)
+        return None
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,7 @@ class Cluster:
         self.topology_objects = list(topology_objects)
         self.topologies = build_trees(self.topology_objects, self.nodes)
         self.pods: dict[str, Usage] = {}
-        self._requests: dict[bytes, np.ndarray] = {}     # request_fields as JSON -> the request vector
+        self._requests: dict[bytes, np.ndarray] = {}     # request_key -> the request row
         self.reservations: dict[str, Usage] = {}      # what each holds of its node (see hold_for)
         # A reservation's pod (hold_for) and back. kube-scheduler allocates a pod's claims (the one it makes
         # for a DRA-backed extended resource, those of its templates) before it binds the pod: from then on
@@ -366,7 +372,7 @@ class Cluster:
             self.remove_pod(key)
             return False
         spec = pod["spec"]
-        fields = request_fields(spec)
+        fields = request_key(spec)
         usage = self.pods.get(key)
         if usage is not None and usage.node == node and fields is not None and usage.fields == fields:
             self.apart.pop(key, None)              # as remove_pod does (the caller marks it again)
@@ -381,13 +387,9 @@ class Cluster:
         self.capacity.use(node, request)
         return True
 
-    def _request_vector(self, spec: Mapping, fields: tuple | None) -> np.ndarray:
+    def _request_vector(self, spec: Mapping, memo: bytes | None) -> np.ndarray:
         """The pod's request as a row of this model's resource columns (a new array). The pods of one
-        template ask the same: the vector is kept per request_fields (as JSON: equal JSON, equal fields)."""
-        try:
-            memo = orjson.dumps(fields) if fields is not None else None
-        except TypeError:                        # not JSON (a hand-made spec): parsed every time
-            memo = None
+        template ask the same: the row is kept per request_key."""
         known = self._requests.get(memo) if memo is not None else None
         if known is not None:
             return known.copy()

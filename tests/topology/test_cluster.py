@@ -130,6 +130,10 @@ def test_pods_of_one_template_share_a_parsed_request_never_its_row():
     odd = pod("f", "n1")
     odd["spec"]["containers"][0]["resources"]["requests"]["cpu"] = 2      # a number, not a string
     assert c.add_pod(odd) and int(c.pods["ml/f"].request[c.resources.column["cpu"]]) == 2000
+    changed = pod("g", "n3", gpus=1)
+    assert c.add_pod(changed) and free(c, "n3") == 1                 # d holds 2 of its 4
+    changed["spec"]["containers"][0]["resources"]["limits"][GPU] = "2"   # the same dicts, changed in place
+    assert c.add_pod(changed) and free(c, "n3") == 0
 
 
 def test_pod_key():
