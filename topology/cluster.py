@@ -6,6 +6,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import orjson
 
 from .capacity import Capacity
 from .dra import DeviceModel, allocated_devices, claim_consumers
@@ -17,6 +18,7 @@ from .sources import build_trees
 from .tree import TopologyTree
 
 TERMINATED_PHASES = ("Succeeded", "Failed")
+REQUEST_MEMO_SIZE = 4096          # distinct pod request shapes kept per model (cleared when full)
 
 
 def pod_key(pod: Mapping) -> str:
@@ -33,6 +35,26 @@ def is_bound_and_running(pod: Mapping) -> bool:
 class Usage:
     node: int
     request: np.ndarray
+    # a bound pod's: what its request was computed from (request_key), to know a later version asks the same
+    fields: bytes | None = field(default=None, compare=False, repr=False)
+
+
+def request_key(spec: Mapping) -> bytes | None:
+    """Everything `pod_requests` reads of a pod spec (the containers' resources, the init containers'
+    resources and restart policies, pod-level resources, overhead) as JSON: equal keys, equal requests, so two
+    versions of a pod, or two pods of one template, compare without parsing their quantities. A copy, not
+    references: a dict changed in place later does not change the key. None for a spec of another shape or
+    not JSON (it is always parsed)."""
+    containers, inits = spec.get("containers") or [], spec.get("initContainers") or []
+    if not isinstance(containers, list) or not isinstance(inits, list) \
+            or not all(isinstance(c, Mapping) for c in containers) or not all(isinstance(c, Mapping) for c in inits):
+        return None
+    try:
+        return orjson.dumps([[c.get("resources") for c in containers],
+                             [[c.get("resources"), c.get("restartPolicy")] for c in inits],
+                             spec.get("resources"), spec.get("overhead")])
+    except TypeError:                            # not JSON (a hand-made spec)
+        return None
 
 
 @dataclass(frozen=True)
@@ -98,6 +120,7 @@ class Cluster:
         self.topology_objects = list(topology_objects)
         self.topologies = build_trees(self.topology_objects, self.nodes)
         self.pods: dict[str, Usage] = {}
+        self._requests: dict[bytes, np.ndarray] = {}     # request_key -> the request row
         self.reservations: dict[str, Usage] = {}      # what each holds of its node (see hold_for)
         # A reservation's pod (hold_for) and back. kube-scheduler allocates a pod's claims (the one it makes
         # for a DRA-backed extended resource, those of its templates) before it binds the pod: from then on
@@ -344,20 +367,38 @@ class Cluster:
     def add_pod(self, pod: Mapping) -> bool:
         """Account a bound, non-terminated pod (replacing an earlier version of it). False if it uses nothing."""
         key = pod_key(pod)
-        self.remove_pod(key)
-        if not is_bound_and_running(pod):
-            return False
-        node = self.node_index.get(pod["spec"]["nodeName"])
+        node = self.node_index.get(pod["spec"]["nodeName"]) if is_bound_and_running(pod) else None
         if node is None:
+            self.remove_pod(key)
             return False
+        spec = pod["spec"]
+        fields = request_key(spec)
+        usage = self.pods.get(key)
+        if usage is not None and usage.node == node and fields is not None and usage.fields == fields:
+            self.apart.pop(key, None)              # as remove_pod does (the caller marks it again)
+            return True                            # a later version asking the same on the same node
+        self.remove_pod(key)
         try:
-            request = self.resources.vector(pod_requests(pod["spec"]))
+            request = self._request_vector(spec, fields)
         except ValueError as err:
             raise ValueError(f"Pod {key}: {err}") from err
         request[self.dra_columns[node]] = 0        # its devices are counted from its allocated claims
-        self.pods[key] = Usage(node, request)
+        self.pods[key] = Usage(node, request, fields)
         self.capacity.use(node, request)
         return True
+
+    def _request_vector(self, spec: Mapping, memo: bytes | None) -> np.ndarray:
+        """The pod's request as a row of this model's resource columns (a new array). The pods of one
+        template ask the same: the row is kept per request_key."""
+        known = self._requests.get(memo) if memo is not None else None
+        if known is not None:
+            return known.copy()
+        request = self.resources.vector(pod_requests(spec))
+        if memo is not None:
+            if len(self._requests) >= REQUEST_MEMO_SIZE:
+                self._requests.clear()
+            self._requests[memo] = request.copy()
+        return request
 
     def remove_pod(self, key: str) -> None:
         self.apart.pop(key, None)

@@ -13,6 +13,7 @@ Versions of one resource (Kueue's Topology v1beta2 and v1beta1) are alternatives
 """
 from __future__ import annotations
 
+import ctypes
 import logging
 import random
 import threading
@@ -82,6 +83,15 @@ def _groups(families: Mapping[str, list[WatchedKind]]) -> dict[str, set[str]]:
     return groups
 
 
+def _name_os_thread(name: str) -> None:
+    """Give the calling thread its name in the OS too (`top -H`, /proc/<pid>/task/<tid>/comm; Linux keeps 15
+    bytes), so a thread's CPU can be told apart from outside the process. Nothing happens elsewhere."""
+    try:
+        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)    # PR_SET_NAME
+    except (OSError, AttributeError, TypeError):
+        pass
+
+
 def _complete(kind: WatchedKind, obj: dict) -> dict:
     """Built-in list items come without apiVersion/kind; managedFields are large and never read."""
     obj.setdefault("apiVersion", kind.api_version)
@@ -139,6 +149,7 @@ class KubeSource:
 
     # ---- one resource
     def _run(self, name: str, versions: list[WatchedKind]) -> None:
+        _name_os_thread(f"sync {name}")
         status = self._status[name]
         backoff = Backoff(*self._backoff)
         kind: WatchedKind | None = None

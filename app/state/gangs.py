@@ -143,7 +143,7 @@ class GangBook:
         left without room are re-planned by on_nodes_changed: inside their domain, else the whole gang)."""
         cluster = self._model()
         node = cluster.node_index.get(name)
-        if node is None or not np.any(cluster.free[node] < 0):
+        if node is None or not (cluster.free[node] < 0).any():
             return False
         held = [(plan, state) for plan, state in self.plans.on_node(name) if state.reserved]
         for plan, state in held:

@@ -1,4 +1,6 @@
 """The cluster model: free = allocatable - bound non-terminated pods - reservations, kept incrementally."""
+import copy
+
 import numpy as np
 import pytest
 
@@ -79,6 +81,59 @@ def test_pod_updates_replace_and_deletes_give_back():
     assert np.array_equal(c.free, c.capacity.allocatable)
     assert not c.capacity.used.any()
     assert c.topology("racks") is tree and c.free is matrix           # updated in place, nothing rebuilt
+
+
+def test_a_later_version_of_a_bound_pod_is_counted_by_what_it_asks_now():
+    """A pod event that changes nothing the request is read from keeps the pod's row; one whose resources
+    changed on the same node (an in-place resize), or that moved node, is counted anew."""
+    c = cluster()
+    c.add_pod(pod("a", "n1", gpus=2))
+    kept = c.pods["ml/a"]
+    again = pod("a", "n1", gpus=2)
+    again["metadata"]["resourceVersion"] = "7"
+    again["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    assert c.add_pod(again) and c.pods["ml/a"] is kept and free(c, "n1") == 6
+    assert c.add_pod(pod("a", "n1", gpus=3, cpu="2")) and free(c, "n1") == 5 and free(c, "n1", "cpu") == 30_000
+    resized = pod("a", "n1", gpus=3, cpu="2")
+    resized["spec"]["initContainers"] = [{"name": "side", "restartPolicy": "Always",
+                                          "resources": {"requests": {"cpu": "1"}}}]
+    assert c.add_pod(resized) and free(c, "n1", "cpu") == 29_000
+    resized = {**resized, "spec": {**resized["spec"], "overhead": {"cpu": "500m"}}}
+    assert c.add_pod(resized) and free(c, "n1", "cpu") == 28_500
+    resized = {**resized, "spec": {**resized["spec"], "resources": {"requests": {"cpu": "8"}}}}
+    assert c.add_pod(resized) and free(c, "n1", "cpu") == 23_500
+    sidecar_off = copy.deepcopy(resized)
+    del sidecar_off["spec"]["initContainers"][0]["restartPolicy"]        # an init container again
+    assert c.add_pod(sidecar_off) and free(c, "n1", "cpu") == 23_500   # pod-level cpu stands for the containers
+    sidecar_off["spec"].pop("resources")
+    assert c.add_pod(sidecar_off) and free(c, "n1", "cpu") == 29_500      # max(2 + 0, 1) + overhead 0.5
+    assert c.add_pod(pod("a", "n2", gpus=3, cpu="2")) and free(c, "n1") == 8 and free(c, "n2") == 5
+    c.apart["ml/a"] = "team/gang"
+    assert c.add_pod(pod("a", "n2", gpus=3, cpu="2")) and "ml/a" not in c.apart    # marked again by its caller
+    assert np.array_equal(c.free, c.capacity.allocatable - c.capacity.used)
+
+
+def test_pods_of_one_template_share_a_parsed_request_never_its_row():
+    c = cluster()
+    for name, node in (("a", "n1"), ("b", "n1"), ("c", "n2")):
+        assert c.add_pod(pod(name, node, gpus=2))
+    rows = [c.pods[f"ml/{name}"].request for name in "abc"]
+    assert all(np.array_equal(row, rows[0]) for row in rows) and len({id(row) for row in rows}) == 3
+    rows[0][:] = 0                                    # a row changed in place changes no other pod's
+    assert c.add_pod(pod("d", "n3", gpus=2)) and int(c.pods["ml/d"].request[c.resources.column[GPU]]) == 2
+    bad = pod("e", "n1")
+    bad["spec"]["containers"][0]["resources"]["limits"][GPU] = "two"
+    with pytest.raises(ValueError, match="Pod ml/e"):
+        c.add_pod(bad)
+    with pytest.raises(ValueError, match="Pod ml/e"):
+        c.add_pod(bad)                                # a refused request is never kept
+    odd = pod("f", "n1")
+    odd["spec"]["containers"][0]["resources"]["requests"]["cpu"] = 2      # a number, not a string
+    assert c.add_pod(odd) and int(c.pods["ml/f"].request[c.resources.column["cpu"]]) == 2000
+    changed = pod("g", "n3", gpus=1)
+    assert c.add_pod(changed) and free(c, "n3") == 1                 # d holds 2 of its 4
+    changed["spec"]["containers"][0]["resources"]["limits"][GPU] = "2"   # the same dicts, changed in place
+    assert c.add_pod(changed) and free(c, "n3") == 0
 
 
 def test_pod_key():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from fakekube import FakeKube, fake_kube, serve, wait_until  # noqa: F401 - fake_kube is a fixture
@@ -257,6 +258,20 @@ def test_stop_ends_every_thread_and_feeds_nothing_after(fake_kube):
     assert all(s.state == "stopped" for s in source.status().values())
     fake_kube.create(node("after-stop"))
     assert "after-stop" not in sink.names(NODES)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="Linux names threads in /proc")
+def test_each_sync_thread_carries_its_resource_in_its_os_name(fake_kube):
+    """So a benchmark (bench_e2e) tells the watch's CPU apart from the rest of the service's."""
+    source = KubeSource(KubeApi(build_api_client(host=fake_kube.url)), RecordingSink(), [NODES, PODS],
+                        watch_timeout=60, absent_recheck=60)
+    source.start()
+    try:
+        wait_until(lambda: source.synced, what="initial sync")
+        names = {Path(f"/proc/self/task/{t.native_id}/comm").read_text().strip() for t in source._threads}
+        assert names == {"sync nodes", "sync pods"}
+    finally:
+        source.stop(timeout=5)
 
 
 def test_backoff_grows_to_the_cap_and_resets():
