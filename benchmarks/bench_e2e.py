@@ -794,7 +794,7 @@ def job_rounds(binaries: dict, args, folder: Path) -> None:
             # --refused: the service's own gate is on (the default; it gates only the Job arm's gang: PodGroup
             # members are grouped one by one at admission and never gated)
             cluster = E2ECluster(plane, direct=True, extender_args=(
-                "--scheduler-name", f"tas-scheduler,{SCHEDULER['gangs']}")).install()
+                "--scheduler-name", f"tas-scheduler,{SCHEDULER['gangs']}", *args.service_args.split())).install()
             schedulers = start_schedulers(cluster, ["plain", "gangs"])
             kinds = ["plain", "gangs"] + (["native"] if gates else [])
             have = 0
@@ -970,6 +970,8 @@ def main() -> int:
                         "times the round's length (default 0: not measured)")
     parser.add_argument("--manager-qps", type=int, default=1000, help="--jobs: kube-controller-manager's client "
                         "QPS (burst twice that; its default, 20, would bound every kind at the Job controller)")
+    parser.add_argument("--service-args", default="", help="--jobs: more flags of the service's `serve`, e.g. "
+                        "'--verbs-server granian' (issue 39 third pass)")
     args = parser.parse_args()
     sizes = sorted(args.nodes or [256, 1024])
     if not all(8 <= n <= 2000 for n in sizes) or args.pods % args.gang:
