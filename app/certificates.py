@@ -155,14 +155,10 @@ class TlsFiles:
                               client_cas=[c.subject for c in self.certificates if c.role == "client-ca"]))
         return True
 
-    async def watch_forever(self, interval: float = CHECK_INTERVAL, on_reload=()) -> None:
-        """Check the files every `interval` seconds; after each reload call `on_reload` (servers that read
-        the files themselves: granian)."""
+    async def watch_forever(self, interval: float = CHECK_INTERVAL) -> None:
         while True:
             await asyncio.sleep(interval)
-            if self.check():
-                for reload in on_reload:
-                    reload()
+            self.check()
 
     # --- what the service reports ---------------------------------------------------------------------------
     def problem(self, margin: float) -> str | None:

@@ -27,13 +27,11 @@ they change, and closes a connection whose request (head and body) has not arriv
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import signal
 import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -99,9 +97,6 @@ def preflight(settings: Settings) -> str | None:
             return f"--client-ca {settings.client_ca}: {getattr(err, 'strerror', None) or err}"
         if settings.verbs_port == settings.port:
             return f"--verbs-port {settings.verbs_port} is --port too: the verbs need a port of their own"
-        if settings.verbs_server == "granian" and importlib.util.find_spec("granian") is None:
-            return ("--verbs-server granian: the granian package is not installed (pip install granian), or give "
-                    "--verbs-server uvicorn")
     elif settings.mode == "kubernetes" and not settings.insecure_verbs:
         return ("in a cluster the extender verbs bind and evict pods: give --client-ca FILE (TAS_CLIENT_CA), the "
                 "CA that signs kube-scheduler's client certificate, so that only kube-scheduler may call them; "
@@ -231,111 +226,6 @@ def timed_protocol(request_timeout: float, counted: Callable[[], None] | None = 
                                                             "counted": staticmethod(counted) if counted else None})
 
 
-class RequestDeadline:
-    """ASGI middleware for a server that bounds only a request's head (granian): a request whose body has not
-    arrived whole within `request_timeout` seconds of the request's start is answered 408 (over HTTP/1.1 with
-    `Connection: close`, so the server closes the connection) and the app sees the client gone. Also counts
-    the connections it sees (one per client address and port: `counted`), since granian reports none."""
-
-    def __init__(self, app, request_timeout: float, counted: Callable[[], None] | None = None) -> None:
-        self.app, self.request_timeout, self.counted = app, request_timeout, counted
-        self.peers: set = set()           # bounded by the callers' port ranges
-        self.http_versions: dict[str, int] = {}
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        version = scope.get("http_version", "1.1")
-        if version not in self.http_versions:
-            log.info("verbs: the first request over this HTTP version", extra=fields(http_version=version))
-        self.http_versions[version] = self.http_versions.get(version, 0) + 1
-        peer = scope.get("client")
-        if peer is not None and tuple(peer) not in self.peers:
-            self.peers.add(tuple(peer))
-            if self.counted is not None:
-                self.counted()
-            log.debug("verbs: a new connection", extra=fields(client=list(peer), http_version=version))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.request_timeout
-        state = {"body": False, "started": False, "late": False}
-
-        async def timed_receive():
-            if state["body"] or state["late"]:
-                return await receive()
-            try:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
-            except TimeoutError:
-                state["late"] = True
-                log.debug("answered 408 to a request whose body did not arrive within --request-timeout",
-                          extra=fields(client=list(peer or ()), request_timeout=self.request_timeout))
-                if not state["started"]:
-                    state["started"] = True
-                    headers = [(b"content-type", b"application/json"), (b"content-length", b"0")]
-                    if version.startswith("1"):
-                        headers.append((b"connection", b"close"))
-                    await send({"type": "http.response.start", "status": 408, "headers": headers})
-                    await send({"type": "http.response.body", "body": b""})
-                return {"type": "http.disconnect"}
-            if message["type"] == "http.request" and not message.get("more_body", False):
-                state["body"] = True
-            elif message["type"] == "http.disconnect":
-                state["body"] = True
-            return message
-
-        async def guarded_send(message) -> None:
-            if state["late"]:
-                return                    # the 408 is the answer
-            if message["type"] == "http.response.start":
-                state["started"] = True
-            await send(message)
-
-        try:
-            await self.app(scope, timed_receive, guarded_send)
-        except Exception:
-            if not state["late"]:         # the app's own failure, as the server would see it
-                raise
-
-
-class GranianVerbs:
-    """The verbs listener on granian (HTTP/1.1 and HTTP/2 by ALPN, TLS in Rust), in the service's event loop,
-    behind RequestDeadline. Looks like a uvicorn.Server to _serve_all (`should_exit`, `_serve`). When the TLS
-    files change (`reload`), granian starts a new worker on the same socket with the files as they are then,
-    and stops the old one gracefully: its connections get HTTP/2 GOAWAY and end after their requests."""
-
-    def __init__(self, app, settings: Settings, tls: TlsFiles, counted: Callable[[], None] | None = None) -> None:
-        from granian.constants import HTTPModes, Interfaces
-        from granian.http import HTTP1Settings
-        from granian.server.embed import Server
-        self.should_exit = False
-        self.app = RequestDeadline(app, settings.request_timeout, counted)
-        self._files = (Path(tls.cert), Path(tls.key), Path(tls.client_ca))
-        level = "debug" if settings.log_level == "debug" else "warning"
-        quiet = {"level": level, "handlers": [], "propagate": True}
-        self.server = Server(
-            self.app, settings.host, settings.verbs_port, interface=Interfaces.ASGINL, http=HTTPModes.auto,
-            websockets=False, http1_settings=HTTP1Settings(header_read_timeout=int(settings.request_timeout * 1000)),
-            ssl_cert=self._files[0], ssl_key=self._files[1], ssl_ca=self._files[2], ssl_client_verify=True,
-            log_level=level, log_dictconfig={"loggers": {"_granian": quiet, "granian.access": quiet}})
-
-    def reload(self) -> None:
-        """Serve the TLS files as they are now: a new worker on the same socket, the old one stopped gracefully
-        (paths resolved again: a Secret volume's `..data` link points to a new folder after an update)."""
-        self.server.build_ssl_context(*self._files[:2], None, self.server.ssl_ctx[4], self._files[2], [], True)
-        self.server.reload()
-
-    async def _serve(self) -> None:
-        async def stop_when_told():
-            while not self.should_exit:
-                await asyncio.sleep(0.1)
-            self.server.stop()
-        follower = asyncio.create_task(stop_when_told())
-        try:
-            await self.server.serve()
-        finally:
-            follower.cancel()
-
-
 def tls_files(settings: Settings) -> TlsFiles | None:
     """The TLS files every listener serves (none: plain HTTP)."""
     if not settings.tls_cert:
@@ -361,9 +251,7 @@ def servers(app: FastAPI, settings: Settings, tls: TlsFiles | None = None) -> li
     out = [uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, **main_tls, **common,
                                          **http("main")))]
     verbs, debug = app.state.listeners.get("verbs"), app.state.listeners.get("debug")
-    if verbs is not None and settings.verbs_server == "granian":
-        out.append(GranianVerbs(verbs, settings, tls, connections.labels("verbs").inc))
-    elif verbs is not None:                 # only with --client-ca, which needs --tls-cert
+    if verbs is not None:                   # only with --client-ca, which needs --tls-cert
         out.append(uvicorn.Server(uvicorn.Config(
             verbs, host=settings.host, port=settings.verbs_port, lifespan="off",
             ssl_context_factory=lambda *_: tls.mutual_context(), **common, **http("verbs"))))
@@ -430,10 +318,7 @@ def loop_factory(config):
 
 async def _serve_all(all_servers: list, tls: TlsFiles | None = None) -> None:
     main, *others = all_servers
-    watcher = None
-    if tls is not None:
-        reloaded = [server.reload for server in others if isinstance(server, GranianVerbs)]
-        watcher = asyncio.create_task(tls.watch_forever(on_reload=reloaded))
+    watcher = asyncio.create_task(tls.watch_forever()) if tls is not None else None
 
     async def others_follow_main():
         while not main.should_exit:

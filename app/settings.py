@@ -64,8 +64,6 @@ class Settings(BaseSettings):
     debug_port: int = Field(8890, ge=1, le=65535)    # cluster mode: /debug and /ui on 127.0.0.1 only
     # seconds a request's head and body may take to arrive, on every listener; then the connection is closed
     request_timeout: float = Field(10.0, gt=0, le=3600, allow_inf_nan=False)
-    # the server of the verbs port (with client_ca): uvicorn (HTTP/1.1) or granian (HTTP/2 by ALPN, Rust TLS)
-    verbs_server: Literal["uvicorn", "granian"] = "uvicorn"
     # /readyz turns unready this many seconds before the serving certificate's notAfter (0: at its end)
     tls_expiry_margin: float = Field(3600.0, ge=0, allow_inf_nan=False)
     cluster: str | None = None               # a cluster dump for standalone mode

@@ -11,6 +11,17 @@ comes from this process as kube-scheduler's Go client sends it: 2 kept-alive con
 MaxIdleConnsPerHost), each sending its next request when the last is answered. Figures per case: the
 service process's CPU per request (all its threads, from /proc), and p50/p99 latency as the client sees it
 (the same client for both servers). granian needs `pip install granian` (not a dependency of the service).
+
+Issue 39's third pass (HTTP/2 on the verbs port):
+
+    python benchmarks/bench_http_server.py --servers uvicorn,granian+h2 --cases filter,new,mix --in-flight 4 --rate 150
+
+`granian+h2` is the service with its verbs port on granian (benchmarks/granian_verbs.py), reached over HTTP/2:
+one connection, --in-flight streams at once; uvicorn's verbs are reached over HTTP/1.1, --in-flight kept
+connections, or a new connection per request (`new`), or the share of new connections the real loop shows
+(`mix`: 0.7 per 2.07 verb calls). `--rate` paces the requests in bursts of --in-flight, as a gang's binds
+arrive. The last lines give the service's CPU per gang pod: 2.07 calls and 0.7 handshakes over HTTP/1.1,
+2.07 calls over HTTP/2.
 """
 from __future__ import annotations
 
@@ -57,6 +68,14 @@ def serve(server: str, port: int, verbs_port: int, cert: str, key: str, ca: str)
     from app.settings import Settings
     settings = Settings(host="127.0.0.1", port=port, verbs_port=verbs_port, tls_cert=cert, tls_key=key,
                         client_ca=ca, log_level="warning")
+    if server == "granian+h2":       # as bench_e2e.py --verbs-server granian runs the service
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import granian_verbs
+
+        from app import listeners
+        granian_verbs.install()
+        listeners.run(create_app(settings, serving=True), settings)
+        return
     if server.startswith("uvicorn"):
         from app import certificates, listeners
         if "+apart" in server:        # each write of a response sent as it comes (head, then body)
@@ -72,20 +91,17 @@ def serve(server: str, port: int, verbs_port: int, cert: str, key: str, ca: str)
     if server == "hypercorn":
         hypercorn(app, port, verbs_port, cert, key, ca)
         return
-    from granian.constants import HTTPModes, Interfaces
+    from granian.constants import Interfaces
     from granian.server.embed import Server
 
     import uvloop
 
-    options = orjson.loads(os.environ.get("TAS_BENCH_GRANIAN", "{}"))     # granian's own options, to probe
-
     async def main():
         main_server = Server(app, "127.0.0.1", port, interface=Interfaces.ASGI, ssl_cert=Path(cert),
                              ssl_key=Path(key), log_level="warning")
-        # HTTPModes.auto: ALPN offers h2 and http/1.1 (granian+h2: the client picks h2)
         verbs = Server(app.state.listeners["verbs"], "127.0.0.1", verbs_port, interface=Interfaces.ASGINL,
                        ssl_cert=Path(cert), ssl_key=Path(key), ssl_ca=Path(ca), ssl_client_verify=True,
-                       **{"http": HTTPModes.auto, "log_level": "warning", **options})
+                       log_level="warning")
         await asyncio.gather(main_server.serve(), verbs.serve())
     uvloop.run(main())
 
@@ -232,7 +248,7 @@ def measure(rounds: int, seconds: float, servers: tuple[str, str] = ("uvicorn", 
             try:
                 for case in cases:
                     listener, path, body = CASES[case]
-                    http2 = server in HTTP2 and listener == "verbs"
+                    http2 = server == "hypercorn" or (server in HTTP2 and listener == "verbs")
                     if http2 and ("new connection" in case or "mix" in case):   # HTTP/2 keeps its one connection
                         continue
                     new = 0.0 if http2 else 1.0 if "new connection" in case else MIX_NEW if "mix" in case else 0.0
@@ -305,8 +321,9 @@ def main() -> None:
                         "`serve` runs it), granian, or uvicorn as it was before issue 39's second pass: "
                         "uvicorn+apart (a response's head and body in two writes), uvicorn+tickets (2 TLS session "
                         "tickets after each handshake), uvicorn+apart+tickets; or hypercorn over HTTP/2 (its client "
-                        "then multiplexes every request on one connection, as Go's does), granian+h2 (granian, "
-                        "the verbs over HTTP/2 on one connection)")
+                        "then multiplexes every request on one connection, as Go's does), granian+h2 (the "
+                        "service with its verbs on granian, benchmarks/granian_verbs.py, reached over HTTP/2 on one "
+                        "connection)")
     parser.add_argument("--cases", default="webhook,filter,new", help="comma-separated, of: webhook, filter "
                         "(kept connections), new (a new connection per request), mix (the real loop's share of "
                         "new connections: 0.7 per 2.07 verb calls)")

@@ -45,9 +45,6 @@ def register(subparsers) -> None:
     add("--debug-port", type=int,
         help="in a cluster, /debug and /ui listen on 127.0.0.1 on this port only, for kubectl port-forward "
              "(TAS_DEBUG_PORT, default 8890)")
-    add("--verbs-server", choices=["uvicorn", "granian"],
-        help="the server of --verbs-port: uvicorn (HTTP/1.1) or granian (HTTP/2 by ALPN, so that kube-scheduler "
-             "sends every verb call over one connection; HTTP and TLS in Rust) (TAS_VERBS_SERVER, default uvicorn)")
     add("--request-timeout", type=float, metavar="SECONDS",
         help="on every listener, close a connection whose request (head and body) has not arrived within this "
              "long (TAS_REQUEST_TIMEOUT, default 10)")

@@ -1,7 +1,8 @@
-"""`serve --verbs-server granian` (issue 39, third pass): the verbs port on granian, which kube-scheduler's Go client
-reaches over HTTP/2 (ALPN), one connection for every verb call. What the uvicorn listener guarantees must hold
-here too: every answer the same, a request whose body does not arrive within --request-timeout answered 408 and
-ended (issue 40), the TLS files reloaded when they change, a caller without a client certificate refused."""
+"""The service with its verbs port on granian (benchmarks/granian_verbs.py, issue 39 third pass: measured, not
+shipped), which kube-scheduler's Go client reaches over HTTP/2 (ALPN), one connection for every verb call. What
+the uvicorn listener guarantees holds there too, so that the benchmark compares like with like: every answer the
+same, a request whose body does not arrive within --request-timeout answered 408 and ended (issue 40), the TLS
+files reloaded when they change, a caller without a client certificate refused. Skipped without granian."""
 from __future__ import annotations
 
 import asyncio
@@ -13,6 +14,7 @@ import httpx
 import orjson
 import pytest
 
+from paths import ROOT
 from serving_helpers import (Certificates, SecretDir, client_context, free_port, http_post, peer_serial, serial_of,
                              serving, tls_connect)
 from service_helpers import plain_pod
@@ -38,9 +40,10 @@ def verbs_service(pki, server: str, *args: str, files: tuple[str, str, str] | No
     cert, key = pki["serving"]
     cert, key, ca = files or (str(cert), str(key), str(pki["ca1"]))
     verbs_port = free_port()
+    command = (str(ROOT / "benchmarks" / "granian_verbs.py"),) if server == "granian" else ("-m", "app.cli")
     context = serving("--tls-cert", cert, "--tls-key", key, "--client-ca", ca, "--verbs-port", str(verbs_port),
-                      "--verbs-server", server, "--request-timeout", str(TIMEOUT), *args,
-                      ready_context=client_context(pki["ca1"]))
+                      "--request-timeout", str(TIMEOUT), *args, ready_context=client_context(pki["ca1"]),
+                      command=command)
     return context, verbs_port
 
 
@@ -239,13 +242,3 @@ def test_the_tls_files_are_reloaded_for_new_handshakes_and_an_open_http2_connect
         wait_for(serial_of(pki["renewed"][0]), "client2")
         assert not serves(serial_of(pki["renewed"][0]), "client1")
     assert process.log.count("TLS files reloaded") == 2
-
-
-def test_a_bad_verbs_server_is_one_line_naming_the_flag_and_the_choices():
-    import subprocess
-    import sys
-    answer = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--verbs-server", "hyper"],
-                            capture_output=True, text=True, timeout=60)
-    assert answer.returncode == 2
-    assert answer.stderr.strip() == ("error: --verbs-server (TAS_VERBS_SERVER): 'hyper' is not valid; "
-                                     "expected one of uvicorn, granian")
