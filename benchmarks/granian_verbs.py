@@ -99,7 +99,8 @@ class GranianVerbs:
     """The verbs listener on granian (HTTP/1.1 and HTTP/2 by ALPN, TLS in Rust), in the service's event loop,
     behind RequestDeadline. Looks like a uvicorn.Server to _serve_all (`should_exit`, `_serve`). When the TLS
     files change (`reload`), granian starts a new worker on the same socket with the files as they are then,
-    and stops the old one gracefully: its connections get HTTP/2 GOAWAY and end after their requests."""
+    and stops the old one gracefully; while it drains, the old worker still accepts handshakes with the
+    previous files (seconds: docs/benchmarks.md, issue 39 third pass), one reason this is not shipped."""
 
     def __init__(self, app, settings, tls, counted: Callable[[], None] | None = None) -> None:
         from granian.constants import HTTPModes, Interfaces
@@ -132,7 +133,6 @@ class GranianVerbs:
             await self.server.serve()
         finally:
             follower.cancel()
-
 
 
 def install() -> None:

@@ -209,6 +209,10 @@ def test_a_body_sent_in_pieces_within_the_bound_is_answered(both, pki):
     assert sock.recv(65536).startswith(b"HTTP/1.1 200")
 
 
+@pytest.mark.xfail(strict=False, reason="granian's reload starts a new worker on the socket while the old one, "
+                   "draining, still accepts handshakes with the previous files: for a few seconds after a swap a "
+                   "client of the replaced CA is accepted and some of the new CA's are refused (issue 39 third "
+                   "pass: one reason granian is not shipped)")
 def test_the_tls_files_are_reloaded_for_new_handshakes_and_an_open_http2_connection_loses_no_call(tmp_path, pki):
     """After kubelet's `..data` swap: new handshakes get the renewed certificate, and after a second swap the
     new client CA decides who may connect; a connection opened before the renewal loses no call (granian's new
