@@ -995,6 +995,9 @@ def main() -> int:
                         "times the round's length (default 0: not measured)")
     parser.add_argument("--manager-qps", type=int, default=1000, help="--jobs: kube-controller-manager's client "
                         "QPS (burst twice that; its default, 20, would bound every kind at the Job controller)")
+    parser.add_argument("--verbs-server", choices=["uvicorn", "granian"], default="uvicorn", help="the server of "
+                        "the service's verbs port: uvicorn (the service's), or granian over HTTP/2 (issue 39 third "
+                        "pass; benchmarks/granian_verbs.py launches the service, `pip install granian`)")
     args = parser.parse_args()
     sizes = sorted(args.nodes or [256, 1024])
     if not all(8 <= n <= 2000 for n in sizes) or args.pods % args.gang:
@@ -1006,6 +1009,10 @@ def main() -> int:
     args.gates = [g == "on" for g in gates]
     if args.jobs < 0 or args.jobs % 2:
         parser.error(f"--jobs {args.jobs}: expected an even number (half rack Jobs, half segment Jobs)")
+    if args.verbs_server == "granian":
+        if args.py_spy:
+            parser.error("--verbs-server granian and --py-spy both launch the service: one of them")
+        os.environ["TAS_E2E_WRAP"] = f"{sys.executable} {ROOT / 'benchmarks' / 'granian_verbs.py'}"
     if args.py_spy:
         spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))   # the service gets PATH=/usr/bin:/bin
         os.environ["TAS_E2E_WRAP"] = f"{spy} record --nonblocking --gil --format raw --rate 100 -o {args.py_spy.resolve()} --"
