@@ -92,15 +92,13 @@ def read_response(sock: socket.socket) -> bytes:
 
 
 @contextmanager
-def serving(*args: str, env: dict[str, str] | None = None, ready_context: ssl.SSLContext | None = None,
-            command: tuple[str, ...] = ("-m", "app.cli")):
+def serving(*args: str, env: dict[str, str] | None = None, ready_context: ssl.SSLContext | None = None):
     """`tas-extender serve --host 127.0.0.1 --port P *args` until its /readyz answers: yields (process, P);
-    its stderr (the log) is the process's `log` attribute once the block ends. `command`: what Python runs
-    instead of the CLI module (a launcher taking `serve` and its flags)."""
+    its stderr (the log) is the process's `log` attribute once the block ends."""
     port = free_port()
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("TAS_", "KUBERNETES_"))}
     environment.update(env or {})
-    process = subprocess.Popen([sys.executable, *command, "serve", "--host", "127.0.0.1", "--port", str(port),
+    process = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
                                 *args], env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     scheme = "https" if ready_context else "http"
     import httpx
