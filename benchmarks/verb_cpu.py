@@ -211,24 +211,23 @@ async def _one_round(jobs: int, port: int) -> dict:
     from app.settings import Settings
     from app.state import POD_KIND
 
-    stages = Stages()
-    stages.wrap(webhook_http, "parse_review", "webhook: parse_review")
-    stages.wrap(webhook_http, "decide", "webhook: admit")
-    stages.wrap(routes, "parse_args", "filter: parse_args")
-    stages.wrap(GangScheduler, "filter", "filter: GangScheduler.filter")
-    stages.wrap(routes, "parse", "bind: parse")
-    stages.wrap(GangScheduler, "bind", "bind: GangScheduler.bind")
-    stages.wrap(KubeWriter, "bind", "bind: KubeWriter.bind (urllib3)")
     from app.scheduling.binding import Binder
     from app.scheduling.unfit_gate import UnfitGangs
     from app.state.service import ServiceState
     import app.http.extender.models as models
     import app.webhook.admit as admit
-    stages.wrap(admit, "pod_shape_problem", "webhook: .. pod_shape_problem")
-    stages.wrap(UnfitGangs, "should_gate", "webhook: .. UnfitGangs.should_gate")
-    stages.wrap(models, "pod_shape_problem", "filter: .. pod_shape_problem")
-    stages.wrap(Binder, "placement", "bind: .. Binder.placement")
-    stages.wrap(ServiceState, "record_binding", "bind: .. ServiceState.record_binding")
+    stages = Stages()
+    for owner, attribute, label in (
+            (webhook_http, "parse_review", "webhook: parse_review"), (webhook_http, "decide", "webhook: admit"),
+            (routes, "parse_args", "filter: parse_args"), (GangScheduler, "filter", "filter: GangScheduler.filter"),
+            (routes, "parse", "bind: parse"), (GangScheduler, "bind", "bind: GangScheduler.bind"),
+            (KubeWriter, "bind", "bind: KubeWriter.bind (urllib3)"),
+            (admit, "pod_shape_problem", "webhook: .. pod_shape_problem"),
+            (UnfitGangs, "should_gate", "webhook: .. UnfitGangs.should_gate"),
+            (models, "pod_shape_problem", "filter: .. pod_shape_problem"),
+            (Binder, "placement", "bind: .. Binder.placement"),
+            (ServiceState, "record_binding", "bind: .. ServiceState.record_binding")):
+        stages.wrap(owner, attribute, label)
 
     api = KubeApi(build_api_client(host=f"http://127.0.0.1:{port}"))
     objects = synth_cluster_objects(256, zones=2, racks_per_block=4, nodes_per_rack=8)
