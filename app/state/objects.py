@@ -65,12 +65,11 @@ def metadata_problem(metadata: Mapping, where: str) -> str | None:
     not maps of strings, owner references without apiVersion, kind and name), named under `where`."""
     get = metadata.get
     for field_name in ("name", "generateName", "namespace", "uid", "resourceVersion"):
-        value = get(field_name)
-        if value is not None and type(value) is not str and not isinstance(value, str):
+        if not _absent_or(get(field_name), str):
             return f"{where}.metadata.{field_name} must be a string"
     for field_name in ("labels", "annotations"):
         entries = get(field_name)
-        if entries is not None and (not _is_map(entries) or not _all_strings(entries.values())):
+        if entries is not None and (not _is_map(entries) or not all(isinstance(v, str) for v in entries.values())):
             return f"{where}.metadata.{field_name} must be a map of strings"
     references = get("ownerReferences")
     if references is None:
@@ -88,8 +87,8 @@ def metadata_problem(metadata: Mapping, where: str) -> str | None:
 def pod_shape_problem(pod: Mapping, where: str) -> str | None:
     """What makes `pod` unreadable, named by its path under `where` ("Pod", "request.object"); None when
     fine. The API server only ever sends schema-valid pods: this turns a hand-made or corrupted one into
-    a clear refusal instead of a crash deep in the grouper. (Every check reads a JSON-decoded dict first by
-    its exact type, the common case, before the slower ABC check.)"""
+    a clear refusal instead of a crash deep in the grouper. (`_is_map` tests a JSON-decoded dict by its exact
+    type, the common case, before the slower ABC check.)"""
     for field_name in ("metadata", "spec", "status"):
         if not _absent_or_map(pod.get(field_name)):
             return f"{where}.{field_name} must be an object"
@@ -129,14 +128,7 @@ def _is_map(value) -> bool:
 
 
 def _absent_or_map(value) -> bool:
-    return value is None or type(value) is dict or isinstance(value, Mapping)
-
-
-def _all_strings(values) -> bool:
-    for value in values:
-        if type(value) is not str and not isinstance(value, str):
-            return False
-    return True
+    return value is None or _is_map(value)
 
 
 def _absent_or(value, kind: type) -> bool:
