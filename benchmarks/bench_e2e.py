@@ -349,13 +349,19 @@ def cpu_seconds(cluster: E2ECluster) -> dict[str, float]:
     replicas = {r.process.name for r in cluster.extender.replicas if r.process}
     for process in [*cluster.plane.processes, *(r.process for r in cluster.extender.replicas if r.process)]:
         try:
-            fields = Path(f"/proc/{process.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            out[process.name] = (int(fields[11]) + int(fields[12])) / tick + _children_cpu(process.popen.pid, tick)
+            out[process.name] = _stat_cpu(Path(f"/proc/{process.popen.pid}/stat"), tick) \
+                + _children_cpu(process.popen.pid, tick)
         except (OSError, IndexError, ValueError):
             pass
         if process.name in replicas:
             out[f"{process.name} watch"] = _threads_cpu(process.popen.pid, tick, "sync ")
     return out
+
+
+def _stat_cpu(stat: Path, tick: int) -> float:
+    """utime + stime of a /proc stat file (a process's or a thread's), in seconds."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / tick
 
 
 def _threads_cpu(pid: int, tick: int, prefix: str) -> float:
@@ -370,8 +376,7 @@ def _threads_cpu(pid: int, tick: int, prefix: str) -> float:
         for task in Path(f"/proc/{owner}/task").glob("*"):
             try:
                 if (task / "comm").read_text().startswith(prefix):
-                    fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-                    total += (int(fields[11]) + int(fields[12])) / tick
+                    total += _stat_cpu(task / "stat", tick)
             except (OSError, IndexError, ValueError):
                 pass
     return total
@@ -382,8 +387,7 @@ def _children_cpu(pid: int, tick: int) -> float:
     total = 0.0
     for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
         try:
-            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
+            total += _stat_cpu(Path(f"/proc/{child}/stat"), tick)
         except (OSError, IndexError, ValueError):
             pass
     return total
